@@ -1,0 +1,45 @@
+// `capstan <command>`: dispatches to one module per command. Each command module exports
+// `run(argv): Promise<number>` (the exit code) and owns its options and `-h` text.
+import { UsageError } from "./options.ts";
+
+interface Command {
+  summary: string;
+  load: () => Promise<{ run: (argv: string[]) => Promise<number> }>;
+}
+
+const commands: Record<string, Command> = {
+  up: { summary: "every component in one process (embedded store, local Docker)", load: () => import("./commands/up.ts") },
+};
+
+function help(): string {
+  const w = Math.max(...Object.keys(commands).map((c) => c.length));
+  return [
+    "usage: capstan <command> [options]   (capstan <command> -h for its options)",
+    "",
+    "commands:",
+    ...Object.entries(commands).map(([name, c]) => `  ${name.padEnd(w)}  ${c.summary}`),
+    "",
+  ].join("\n");
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === "-h" || name === "--help" || name === "help") {
+    process.stdout.write(help());
+    return name ? 0 : 2;
+  }
+  const command = commands[name];
+  if (!command) {
+    process.stderr.write(`capstan: unknown command "${name}"\n\n${help()}`);
+    return 2;
+  }
+  try {
+    return await (await command.load()).run(rest);
+  } catch (e) {
+    if (e instanceof UsageError) {
+      process.stderr.write(`capstan ${name}: ${e.message} (capstan ${name} -h for help)\n`);
+      return 2;
+    }
+    throw e;
+  }
+}
