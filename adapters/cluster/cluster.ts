@@ -1,0 +1,283 @@
+// The cluster contract: exactly the capabilities the platform spec requires of a cluster manager
+// (node resources; list containers with all/size/filters; create, start, stop with timeout, inspect,
+// remove with force and volumes, rename; events subscribe/unsubscribe; network info; env patch, the
+// latter a pure function in env.ts), addressed per node. Controllers program against this interface
+// and these shapes, never against dockerode's types: one implementation (DockerCluster) speaks the
+// Docker Engine API, and tests of pure logic can stand in their own.
+//
+// Every call is bounded: it takes an optional AbortSignal and the implementation applies its own
+// per-call timeout on top (see DockerClusterOptions). Errors are the typed errors of errors.ts.
+
+/** A container on a node. `id` is the engine's container id or the container's name. */
+export interface ContainerRef {
+  node: string;
+  id: string;
+}
+
+export type ContainerState = "created" | "running" | "paused" | "restarting" | "removing" | "exited" | "dead";
+
+export type NodeState = "ready" | "unreachable";
+
+/** One node (Docker engine) with its resources, as its engine reports them. */
+export interface NodeResources {
+  name: string;
+  endpoint: string;
+  /** Address other hosts reach the node's published ports at: the tcp host, 127.0.0.1 for a unix socket. */
+  address: string;
+  state: NodeState;
+  /** Engine labels (`dockerd --label k=v`), the `label:` placement filters match these. */
+  labels: Record<string, string>;
+  cpus: number;
+  memoryBytes: number;
+  /** Containers on the engine (all states), and how many of them run. */
+  containers: number;
+  containersRunning: number;
+  engineVersion: string;
+  /** Why the node is unreachable (only then). */
+  error?: string;
+}
+
+export interface CallOptions {
+  /** Aborts the call (and its wait for a write slot); the call rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+export interface ListFilters {
+  /** `key` (label present) or `key=value`; several are ANDed by the engine. */
+  label?: string[];
+  /** Substring match on the container name, as the engine does it. */
+  name?: string[];
+  status?: ContainerState[];
+  id?: string[];
+}
+
+export interface ListOptions extends CallOptions {
+  /** Include containers that are not running (default false, as in the engine). */
+  all?: boolean;
+  /** Report sizeRw and sizeRootFs (costs the engine a disk walk per container). */
+  size?: boolean;
+  filters?: ListFilters;
+}
+
+export interface PublishedPort {
+  containerPort: number;
+  protocol: "tcp" | "udp" | "sctp";
+  /** Empty when the port is exposed but not published. */
+  hostIp: string;
+  hostPort: number | undefined;
+}
+
+export interface ContainerSummary extends ContainerRef {
+  name: string;
+  image: string;
+  imageId: string;
+  command: string;
+  /** Creation time, milliseconds since the epoch. */
+  created: number;
+  state: ContainerState;
+  /** The engine's human status line, e.g. "Up 3 minutes", "Exited (0) 2 seconds ago". */
+  status: string;
+  labels: Record<string, string>;
+  networkMode: string;
+  ports: PublishedPort[];
+  /** Only with `size: true`. */
+  sizeRw?: number;
+  sizeRootFs?: number;
+}
+
+export interface PortRequest {
+  containerPort: number;
+  protocol?: "tcp" | "udp" | "sctp";
+  /** Host port to publish on; omitted = the engine picks one. */
+  hostPort?: number;
+  hostIp?: string;
+}
+
+export interface RestartPolicy {
+  name: "no" | "always" | "unless-stopped" | "on-failure";
+  maximumRetryCount?: number;
+}
+
+/** What a container is created from. Maps onto the Docker create body (mapping.ts). */
+export interface CreateSpec {
+  image: string;
+  cmd?: string[];
+  entrypoint?: string[];
+  /** `KEY=value` entries. */
+  env?: string[];
+  labels?: Record<string, string>;
+  user?: string;
+  workingDir?: string;
+  hostname?: string;
+  /** Memory limit in bytes (0 or absent = none). */
+  memoryBytes?: number;
+  /** CPU limit in 1e-9 CPUs (1e9 = one CPU; 0 or absent = none). */
+  nanoCpus?: number;
+  /** `host-path:container-path[:ro]` or `volume:container-path[:ro]`. */
+  binds?: string[];
+  /** Engine network mode; absent = the engine's default. Tests run with "none". */
+  networkMode?: string;
+  /**
+   * Default `{name: "no"}`: the reconciler, not the engine, restarts Capstan's containers, so that
+   * a crash is seen, counted and backed off in one place instead of racing the engine's own loop.
+   */
+  restartPolicy?: RestartPolicy;
+  /** Ports to expose and publish. */
+  expose?: PortRequest[];
+  logConfig?: { type: string; config?: Record<string, string> };
+  stopSignal?: string;
+  /** Seconds the engine waits after stopSignal before SIGKILL when no stop timeout is given. */
+  stopTimeoutSeconds?: number;
+}
+
+export interface NetworkAttachment {
+  name: string;
+  networkId: string;
+  ipAddress: string;
+  ipPrefixLen: number;
+  gateway: string;
+  macAddress: string;
+  aliases: string[];
+}
+
+/** A container's network view: the networks it is on and its ports. */
+export interface NetworkInfo {
+  networkMode: string;
+  networks: NetworkAttachment[];
+  /** Ports the engine actually published (empty while the container is not running). */
+  ports: PublishedPort[];
+  /** Port bindings the container was created with. */
+  portBindings: PublishedPort[];
+}
+
+export interface ContainerStatus {
+  state: ContainerState;
+  running: boolean;
+  paused: boolean;
+  restarting: boolean;
+  oomKilled: boolean;
+  dead: boolean;
+  pid: number;
+  exitCode: number;
+  error: string;
+  /** Milliseconds since the epoch; undefined when it never started / never finished. */
+  startedAt: number | undefined;
+  finishedAt: number | undefined;
+}
+
+export interface ContainerDetails extends ContainerRef {
+  name: string;
+  image: string;
+  imageId: string;
+  created: number;
+  status: ContainerStatus;
+  restartCount: number;
+  labels: Record<string, string>;
+  env: string[];
+  cmd: string[];
+  entrypoint: string[];
+  user: string;
+  workingDir: string;
+  memoryBytes: number;
+  nanoCpus: number;
+  binds: string[];
+  restartPolicy: RestartPolicy;
+  logConfig: { type: string; config: Record<string, string> };
+  network: NetworkInfo;
+}
+
+export interface StopOptions extends CallOptions {
+  /** Seconds to wait after the stop signal before SIGKILL; absent = the container's own default. */
+  timeoutSeconds?: number;
+}
+
+export interface RemoveOptions extends CallOptions {
+  /** Kill a running container first. */
+  force?: boolean;
+  /** Also remove the container's anonymous volumes. */
+  volumes?: boolean;
+}
+
+/** A container event from an engine's event stream. */
+export interface ContainerEvent {
+  type: "container";
+  node: string;
+  /** Engine action: "create", "start", "die", "destroy", "rename", "exec_start: ...", ... */
+  action: string;
+  id: string;
+  name: string;
+  labels: Record<string, string>;
+  /** On "die". */
+  exitCode: number | undefined;
+  /** Milliseconds since the epoch (engine clock). */
+  time: number;
+}
+
+/**
+ * Emitted after every (re)connect of a node's stream, before that stream's events: the node's
+ * containers (all states, narrowed by the subscription's label filter) as they are now. Whatever
+ * happened while the stream was down is visible here; consumers treat it as the truth for the node
+ * and events as hints that something changed since.
+ */
+export interface RelistEvent {
+  type: "relist";
+  node: string;
+  containers: ContainerSummary[];
+}
+
+/** The subscription's view of a node changed: its stream is up (ready) or it cannot be reached. */
+export interface NodeStateEvent {
+  type: "node";
+  node: string;
+  state: NodeState;
+  error?: string;
+}
+
+export type ClusterEvent = ContainerEvent | RelistEvent | NodeStateEvent;
+
+export interface EventFilters {
+  /** `key` or `key=value`, e.g. "io.capstan.format" to see only Capstan's containers. */
+  label?: string[];
+  /** Actions to deliver, e.g. ["start", "die", "destroy"]; absent = all. */
+  event?: string[];
+}
+
+export interface SubscribeOptions {
+  filters?: EventFilters;
+  /** Nodes to watch; absent = all. */
+  nodes?: string[];
+}
+
+export interface Subscription {
+  /** Stops every stream and reconnect; resolves once they are all down. Idempotent. */
+  unsubscribe(): Promise<void>;
+  /** Lines of the event streams that were not valid events (skipped, never fatal). */
+  readonly badLines: number;
+  /** Stream (re)connections made so far, over all nodes. */
+  readonly connects: number;
+}
+
+export type EventHandler = (event: ClusterEvent) => void;
+
+export interface Cluster {
+  /** Node resources of every node, in cluster spec order; an unreachable node is reported as such. */
+  nodes(options?: CallOptions): Promise<NodeResources[]>;
+  /**
+   * Containers of one node, or of every node (in spec order) when `node` is absent; each summary
+   * names its node. Across nodes, fails with the first node's error if any node fails: a partial
+   * list would read as "those containers are gone". Callers that tolerate a down node list per node.
+   */
+  listContainers(node?: string, options?: ListOptions): Promise<ContainerSummary[]>;
+  /** Creates (does not start) a container named `name`; ConflictError if the name is taken. */
+  create(node: string, name: string, spec: CreateSpec, options?: CallOptions): Promise<ContainerRef>;
+  /** Starts; already running counts as success. */
+  start(ref: ContainerRef, options?: CallOptions): Promise<void>;
+  /** Stops; already stopped counts as success. */
+  stop(ref: ContainerRef, options?: StopOptions): Promise<void>;
+  inspect(ref: ContainerRef, options?: CallOptions): Promise<ContainerDetails>;
+  remove(ref: ContainerRef, options?: RemoveOptions): Promise<void>;
+  rename(ref: ContainerRef, newName: string, options?: CallOptions): Promise<void>;
+  /** Watches the nodes' container events; see RelistEvent for what a consumer can rely on. */
+  subscribe(handler: EventHandler, options?: SubscribeOptions): Subscription;
+  networkInfo(ref: ContainerRef, options?: CallOptions): Promise<NetworkInfo>;
+}
