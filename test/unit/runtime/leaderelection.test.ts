@@ -1,0 +1,189 @@
+import { Registry } from "prom-client";
+import { describe, expect, it } from "vitest";
+import { FakeClock, flushMicrotasks } from "../../../runtime/clock.ts";
+import { LeaderElector, SingleProcessElector, type StoppedLeading } from "../../../runtime/leaderelection.ts";
+import { FakeListWatch } from "./fake-listwatch.ts";
+
+const KEY = "/platform/test/leader";
+
+function candidate(store: FakeListWatch, clock: FakeClock, identity: string, extra: { recampaign?: boolean } = {}) {
+  const registry = new Registry();
+  const elector = new LeaderElector({ store, key: KEY, identity, clock, registry, name: "test", ...extra });
+  const events: string[] = [];
+  let signal: AbortSignal | undefined;
+  const stopped: StoppedLeading[] = [];
+  elector.start({
+    onStartedLeading: (s) => {
+      signal = s;
+      events.push("started");
+    },
+    onStoppedLeading: (info) => {
+      stopped.push(info);
+      events.push(`stopped:${info.kind}`);
+    },
+  });
+  return {
+    elector,
+    events,
+    stopped,
+    registry,
+    signal: () => signal,
+    async status() {
+      const m = await registry.getSingleMetric("leader_election_master_status")?.get();
+      return m?.values[0]?.value;
+    },
+  };
+}
+
+function world() {
+  const clock = new FakeClock(1_000_000);
+  const store = new FakeListWatch();
+  store.now = () => clock.now();
+  return { clock, store };
+}
+
+describe("LeaderElector", () => {
+  it("elects exactly one leader whose fence is the key's createRevision; the other follows", async () => {
+    const { clock, store } = world();
+    const a = candidate(store, clock, "a");
+    await flushMicrotasks();
+    const b = candidate(store, clock, "b");
+    await flushMicrotasks();
+    expect(a.elector.state()).toBe("leading");
+    expect(b.elector.state()).toBe("following");
+    const kv = await store.get(KEY);
+    expect(kv?.value).toBe("a");
+    expect(a.elector.fence()).toEqual({ key: KEY, createRevision: kv?.createRevision });
+    expect(b.elector.fence()).toBeNull();
+    expect(await a.status()).toBe(1);
+    expect(await b.status()).toBe(0);
+    // Renewals keep it that way indefinitely.
+    await clock.advanceAsync(120_000);
+    expect(a.elector.state()).toBe("leading");
+    expect(b.events).toEqual([]);
+    await a.elector.stop();
+    await b.elector.stop();
+  });
+
+  it("steps down at renewDeadline without a successful renewal, before the store expires the lease", async () => {
+    const { clock, store } = world();
+    const a = candidate(store, clock, "a");
+    await flushMicrotasks();
+    const b = candidate(store, clock, "b");
+    await flushMicrotasks();
+    // Let one renewal succeed (sent at t0 + 5 s), then partition A from the store.
+    const t0 = clock.now();
+    await clock.advanceAsync(5_000);
+    store.keepAliveGate = new Promise(() => {});
+    // The deadline counts from when the last successful renewal was sent: t0 + 5 s + 10 s.
+    await clock.advanceAsync(9_999);
+    expect(a.elector.state()).toBe("leading");
+    expect(a.signal()?.aborted).toBe(false);
+    await clock.advanceAsync(1);
+    expect(clock.now() - t0).toBe(15_000);
+    expect(a.elector.fence()).toBeNull();
+    expect(a.signal()?.aborted).toBe(true);
+    expect(a.stopped).toEqual([{ kind: "lost", reason: "no successful renewal for 10000 ms" }]);
+    expect(a.elector.state()).toBe("stopped"); // recampaign is off by default
+    expect(await a.status()).toBe(0);
+    // A stepped down while its lease (renewed at t0 + 5 s, TTL 15 s) was still alive: nobody else
+    // could have been elected yet.
+    expect((await store.get(KEY))?.value).toBe("a");
+    expect(b.elector.state()).toBe("following");
+    // The lease expires at t0 + 20 s; B's next retry finds the key gone and takes over.
+    await clock.advanceAsync(5_000 + 2_000);
+    expect(b.elector.state()).toBe("leading");
+    expect((await store.get(KEY))?.value).toBe("b");
+    await a.elector.stop();
+    await b.elector.stop();
+  });
+
+  it("steps down at once when the store says the lease is gone", async () => {
+    const { clock, store } = world();
+    const a = candidate(store, clock, "a");
+    await flushMicrotasks();
+    const lease = [...store.leases.values()][0]!;
+    lease.expiresAt = clock.now(); // the store expired it (say, after a long GC pause)
+    await clock.advanceAsync(5_000); // next renewal
+    expect(a.stopped).toEqual([{ kind: "lost", reason: "lease expired or revoked" }]);
+    expect(a.signal()?.aborted).toBe(true);
+    await a.elector.stop();
+  });
+
+  it("steps down when its key is deleted or re-created behind its back", async () => {
+    const { clock, store } = world();
+    const a = candidate(store, clock, "a");
+    await flushMicrotasks();
+    store.del(KEY);
+    store.put(KEY, "intruder");
+    await clock.advanceAsync(5_000);
+    expect(a.stopped[0]?.reason).toBe("leadership lost: leader key re-created by intruder");
+    expect(a.elector.fence()).toBeNull();
+    await a.elector.stop();
+  });
+
+  it("releases on stop: the lease is revoked and a watching follower takes over at once", async () => {
+    const { clock, store } = world();
+    const a = candidate(store, clock, "a");
+    await flushMicrotasks();
+    const b = candidate(store, clock, "b");
+    await flushMicrotasks();
+    await clock.advanceAsync(500); // B is between retries, watching the key
+    await a.elector.stop();
+    expect(a.stopped).toEqual([{ kind: "released", reason: "stopped" }]);
+    expect(a.elector.state()).toBe("stopped");
+    await flushMicrotasks();
+    // No clock advance needed: B saw the delete event instead of waiting for its 2 s retry.
+    expect(b.elector.state()).toBe("leading");
+    await b.elector.stop();
+  });
+
+  it("campaigns again after a loss when recampaign is set", async () => {
+    const { clock, store } = world();
+    const a = candidate(store, clock, "a", { recampaign: true });
+    await flushMicrotasks();
+    const first = a.elector.fence();
+    const lease = [...store.leases.values()][0]!;
+    lease.expiresAt = clock.now();
+    await clock.advanceAsync(5_000);
+    // The expiry removed the key, so the new campaign wins at once: a new term, a new fence.
+    expect(a.events).toEqual(["started", "stopped:lost", "started"]);
+    expect(a.elector.state()).toBe("leading");
+    expect(a.elector.fence()?.createRevision).toBeGreaterThan(first!.createRevision);
+    await a.elector.stop();
+  });
+
+  it("rejects timings that cannot be safe", () => {
+    const store = new FakeListWatch();
+    expect(() => new LeaderElector({ store, key: KEY, identity: "x", ttlSeconds: 10, renewDeadlineMs: 10_000 })).toThrow(
+      /shorter than the lease TTL/,
+    );
+    expect(() => new LeaderElector({ store, key: KEY, identity: "x", renewDeadlineMs: 2_000, retryPeriodMs: 2_000 })).toThrow(
+      /1.2 x retryPeriodMs/,
+    );
+    expect(() => new LeaderElector({ store, key: KEY, identity: "x", ttlSeconds: 1 })).toThrow(/>= 2/);
+  });
+});
+
+describe("SingleProcessElector", () => {
+  it("leads at once with a real fence from the leader key", async () => {
+    const { clock, store } = world();
+    store.put(KEY, "previous-run"); // left by an earlier process
+    const e = new SingleProcessElector({
+      store: { put: async (k, v) => store.put(k, v), get: (k) => store.get(k) },
+      key: KEY,
+      identity: "me",
+      clock,
+    });
+    let signal: AbortSignal | undefined;
+    e.start({ onStartedLeading: (s) => (signal = s), onStoppedLeading: () => {} });
+    await flushMicrotasks();
+    expect(e.state()).toBe("leading");
+    const kv = await store.get(KEY);
+    expect(kv?.value).toBe("me");
+    expect(e.fence()).toEqual({ key: KEY, createRevision: kv?.createRevision });
+    await e.stop();
+    expect(signal?.aborted).toBe(true);
+    expect(e.fence()).toBeNull();
+  });
+});
