@@ -84,6 +84,13 @@ function dueBefore<K>(a: Entry<K>, b: Entry<K>): boolean {
   return a.readyAt < b.readyAt || (a.readyAt === b.readyAt && a.seq < b.seq);
 }
 
+// Bad input throws before any state changes.
+function checkArgs(key: unknown, priority: number, afterMs: number): void {
+  if (typeof key !== "string") throw new WorkQueueArgumentError("key", `must be a string, got ${typeof key}`);
+  if (!Number.isFinite(priority)) throw new WorkQueueArgumentError("priority", `must be a finite number, got ${priority}`);
+  if (!Number.isFinite(afterMs)) throw new WorkQueueArgumentError("afterMs", `must be a finite number, got ${afterMs}`);
+}
+
 export class WorkQueue<K extends string = string> {
   readonly name: string;
   private readonly clock: Clock;
@@ -133,9 +140,7 @@ export class WorkQueue<K extends string = string> {
       if (opts.priority !== undefined) priority = opts.priority;
       if (opts.afterMs !== undefined) afterMs = opts.afterMs;
     }
-    if (typeof key !== "string") throw new WorkQueueArgumentError("key", `must be a string, got ${typeof key}`);
-    if (!Number.isFinite(priority)) throw new WorkQueueArgumentError("priority", `must be a finite number, got ${priority}`);
-    if (!Number.isFinite(afterMs)) throw new WorkQueueArgumentError("afterMs", `must be a finite number, got ${afterMs}`);
+    checkArgs(key, priority, afterMs);
     if (this.shutdown) return;
     const now = this.clock.now();
     const delayed = afterMs > 0;
@@ -189,6 +194,7 @@ export class WorkQueue<K extends string = string> {
 
   /** Queue `key` after its back-off delay, counting a failure. Ignored after shutDown(). */
   addRateLimited(key: K, opts?: { priority?: number }): void {
+    checkArgs(key, opts?.priority ?? 0, 0); // before next(), which counts a failure
     if (this.shutdown) return;
     const afterMs = this.backoff.next(key);
     // A full-jitter delay can come out as 0; it is still a rate-limited requeue.

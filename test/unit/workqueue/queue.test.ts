@@ -277,6 +277,19 @@ describe("WorkQueue: delayed adds", () => {
     expect(clock.pendingTimers()).toBe(0);
   });
 
+  it("handles delays beyond setTimeout's 2^31-1 ms limit by re-arming", () => {
+    const { q, clock } = newQueue();
+    const limit = 2 ** 31 - 1;
+    q.add("far", { afterMs: limit + 5_000 });
+    clock.advance(limit);
+    expect(q.len()).toBe(0);
+    expect(clock.pendingTimers()).toBe(1);
+    clock.advance(4_999);
+    expect(q.len()).toBe(0);
+    clock.advance(1);
+    expect(q.len()).toBe(1);
+  });
+
   it("hands the best of several keys due together to a waiting worker", async () => {
     const { q, clock } = newQueue();
     q.add("low", { afterMs: 50, priority: -1 });
@@ -322,6 +335,8 @@ describe("WorkQueue: bad input", () => {
     expect(() => q.add("a", { priority: Number.NaN })).toThrow(/priority/);
     expect(() => q.add("a", { afterMs: Infinity })).toThrow(/afterMs/);
     expect(() => q.add(42 as unknown as string)).toThrow(/key/);
+    expect(() => q.addRateLimited("a", { priority: Number.NaN })).toThrow(/priority/);
+    expect(q.numRequeues("a")).toBe(0);
     expect(q.snapshot()).toMatchObject({ ready: [], waiting: [] });
   });
 });
