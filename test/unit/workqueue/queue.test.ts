@@ -278,9 +278,17 @@ describe("WorkQueue: delayed adds", () => {
   });
 
   it("handles delays beyond setTimeout's 2^31-1 ms limit by re-arming", () => {
-    const { q, clock } = newQueue();
+    const requested: number[] = [];
+    const clock = new (class extends FakeClock {
+      override setTimer(ms: number, fn: () => void) {
+        requested.push(ms);
+        return super.setTimer(ms, fn);
+      }
+    })();
+    const q = new WorkQueue({ name: "far", clock });
     const limit = 2 ** 31 - 1;
     q.add("far", { afterMs: limit + 5_000 });
+    expect(requested).toEqual([limit]);
     clock.advance(limit);
     expect(q.len()).toBe(0);
     expect(clock.pendingTimers()).toBe(1);
@@ -288,6 +296,7 @@ describe("WorkQueue: delayed adds", () => {
     expect(q.len()).toBe(0);
     clock.advance(1);
     expect(q.len()).toBe(1);
+    expect(requested).toEqual([limit, 5_000]);
   });
 
   it("hands the best of several keys due together to a waiting worker", async () => {
