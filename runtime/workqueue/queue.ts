@@ -68,7 +68,6 @@ class Entry<K> {
 
 interface Waiter<K> {
   resolve: (r: GetResult<K>) => void;
-  reject: (reason: unknown) => void;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
 }
@@ -224,7 +223,7 @@ export class WorkQueue<K extends string = string> {
     // so an empty ready set means shutdown for this and every later get().
     if (this.shutdown) return Promise.resolve(SHUTDOWN);
     return new Promise<GetResult<K>>((resolve, reject) => {
-      const waiter: Waiter<K> = { resolve, reject, signal, onAbort: undefined };
+      const waiter: Waiter<K> = { resolve, signal, onAbort: undefined };
       if (signal !== undefined) {
         waiter.onAbort = () => {
           const i = this.waiters.indexOf(waiter);
@@ -393,8 +392,7 @@ export class WorkQueue<K extends string = string> {
   };
 
   private promote(due: Entry<K>[]): void {
-    const waiters = this.waiters.length;
-    if (waiters === 0) {
+    if (this.waiters.length === 0) {
       for (const e of due) this.toReady(e);
       return;
     }
