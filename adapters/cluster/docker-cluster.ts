@@ -1,0 +1,257 @@
+// The Cluster over real Docker engines, one dockerode client per node (engine.ts). Nodes are
+// independent: calls to different nodes run in parallel, writes to one node share its write slots,
+// and every call is bounded by a timeout (DockerClusterOptions) and the caller's signal.
+import type { IncomingMessage } from "node:http";
+import type { Readable } from "node:stream";
+import type Docker from "dockerode";
+import type { Logger } from "../../runtime/log.ts";
+import type {
+  CallOptions,
+  Cluster,
+  ContainerDetails,
+  ContainerRef,
+  ContainerSummary,
+  CreateSpec,
+  EventHandler,
+  ListOptions,
+  NetworkInfo,
+  NodeResources,
+  RemoveOptions,
+  StopOptions,
+  SubscribeOptions,
+  Subscription,
+} from "./cluster.ts";
+import { ClusterError, InvalidRequestError, NotFoundError, NotModifiedError } from "./errors.ts";
+import { Engine, type EngineLimits } from "./engine.ts";
+import { watchEvents, type EventSource, type EventStreamOptions } from "./events.ts";
+import {
+  checkContainerName,
+  toCreateBody,
+  toDetails,
+  toDockerFilters,
+  toNetworkInfo,
+  toNodeResources,
+  toSummary,
+  unreachableNode,
+  type EngineInfo,
+} from "./mapping.ts";
+import { noopNetworkManager, type NetworkManager } from "./network.ts";
+import { parseClusterSpec, type ClusterEndpoint } from "./spec.ts";
+
+export interface DockerClusterOptions extends Partial<EngineLimits> {
+  /** Grace period stop() allows for when the caller gives none, seconds (the engine's default). */
+  defaultStopSeconds?: number;
+  networkManager?: NetworkManager;
+  /** Event stream tuning (connect timeout, back-off, line limit, clock, logger). */
+  events?: EventStreamOptions;
+  logger?: Logger;
+}
+
+interface InfoWithOptions {
+  info(options: { abortSignal: AbortSignal }): Promise<EngineInfo>;
+}
+
+export const defaultEngineLimits: EngineLimits = {
+  writeConcurrency: 8,
+  readTimeoutMs: 10_000,
+  writeTimeoutMs: 30_000,
+};
+
+export class DockerCluster implements Cluster {
+  private readonly engines = new Map<string, Engine>();
+  private readonly networkManager: NetworkManager;
+  private readonly defaultStopSeconds: number;
+  private readonly eventOptions: EventStreamOptions;
+
+  constructor(endpoints: ClusterEndpoint[], options: DockerClusterOptions = {}) {
+    if (endpoints.length === 0) throw new RangeError("a cluster needs at least one endpoint");
+    const limits: EngineLimits = {
+      writeConcurrency: options.writeConcurrency ?? defaultEngineLimits.writeConcurrency,
+      readTimeoutMs: options.readTimeoutMs ?? defaultEngineLimits.readTimeoutMs,
+      writeTimeoutMs: options.writeTimeoutMs ?? defaultEngineLimits.writeTimeoutMs,
+    };
+    if (!(Number.isInteger(limits.writeConcurrency) && limits.writeConcurrency >= 1)) {
+      throw new RangeError(`writeConcurrency must be an integer >= 1 (got ${limits.writeConcurrency})`);
+    }
+    for (const ep of endpoints) {
+      if (this.engines.has(ep.name)) throw new RangeError(`node name ${ep.name} is used twice`);
+      this.engines.set(ep.name, new Engine(ep, limits));
+    }
+    this.networkManager = options.networkManager ?? noopNetworkManager;
+    this.defaultStopSeconds = options.defaultStopSeconds ?? 10;
+    this.eventOptions = { logger: options.logger, ...options.events };
+  }
+
+  /** From the `-cluster` option text, e.g. "n1=unix:///var/run/docker.sock,n2=tcp://10.0.0.2:2375". */
+  static fromSpec(spec: string, options?: DockerClusterOptions): DockerCluster {
+    return new DockerCluster(parseClusterSpec(spec), options);
+  }
+
+  /** Node names in spec order. */
+  get nodeNames(): string[] {
+    return [...this.engines.keys()];
+  }
+
+  async nodes(options: CallOptions = {}): Promise<NodeResources[]> {
+    return Promise.all(
+      [...this.engines.values()].map(async (engine) => {
+        try {
+          const info = await engine.read<EngineInfo>({
+            op: "nodes",
+            signal: options.signal,
+            // dockerode's info() takes options at runtime; its type declarations omit them.
+            run: (d, signal) => (d as unknown as InfoWithOptions).info({ abortSignal: signal }),
+          });
+          return toNodeResources(engine.endpoint, info);
+        } catch (err) {
+          if (!(err instanceof ClusterError)) throw err;
+          return unreachableNode(engine.endpoint, err.message);
+        }
+      }),
+    );
+  }
+
+  async listContainers(node?: string, options: ListOptions = {}): Promise<ContainerSummary[]> {
+    const engines = node === undefined ? [...this.engines.values()] : [this.engine(node, "listContainers")];
+    const filters = toDockerFilters(options.filters);
+    const lists = await Promise.all(
+      engines.map((engine) =>
+        engine.read({
+          op: "listContainers",
+          signal: options.signal,
+          run: async (d, signal) => {
+            const size = options.size ?? false;
+            const raw = await d.listContainers({ all: options.all ?? false, size, filters, abortSignal: signal });
+            return raw.map((c) => toSummary(engine.node, c, size));
+          },
+        }),
+      ),
+    );
+    return lists.flat();
+  }
+
+  async create(node: string, name: string, spec: CreateSpec, options: CallOptions = {}): Promise<ContainerRef> {
+    const engine = this.engine(node, "create");
+    checkContainerName(node, name, "create");
+    const body = toCreateBody(node, name, await this.networkManager.prepare(node, name, spec));
+    return engine.write({
+      op: "create",
+      ref: name,
+      signal: options.signal,
+      run: async (d, signal) => {
+        // The name goes in the query and the spec only in the body (docker-modem's _query/_body).
+        // By default dockerode also copies the whole body into the URL, which puts env values
+        // (secrets) where engines and proxies log request lines, and can exceed URL limits.
+        const c = await d.createContainer({ _query: { name }, _body: body, abortSignal: signal } as Docker.ContainerCreateOptions);
+        return { node, id: c.id };
+      },
+    });
+  }
+
+  async start(ref: ContainerRef, options: CallOptions = {}): Promise<void> {
+    const engine = this.engine(ref.node, "start");
+    try {
+      await engine.write({
+        op: "start",
+        ref: ref.id,
+        signal: options.signal,
+        run: (d, signal) => d.getContainer(ref.id).start({ abortSignal: signal }),
+      });
+    } catch (err) {
+      if (!(err instanceof NotModifiedError)) throw err; // already running: start is idempotent
+    }
+  }
+
+  async stop(ref: ContainerRef, options: StopOptions = {}): Promise<void> {
+    const engine = this.engine(ref.node, "stop");
+    const t = options.timeoutSeconds;
+    if (t !== undefined && !(Number.isInteger(t) && t >= 0)) {
+      throw new InvalidRequestError(`stop timeout must be a whole number of seconds >= 0 (got ${t})`, ref.node, ref.id, "stop");
+    }
+    try {
+      await engine.write({
+        op: "stop",
+        ref: ref.id,
+        signal: options.signal,
+        // The engine answers only once the container is down: allow for its grace period.
+        timeoutMs: engine.limits.writeTimeoutMs + (t ?? this.defaultStopSeconds) * 1000,
+        run: (d, signal) => d.getContainer(ref.id).stop({ ...(t === undefined ? {} : { t }), abortSignal: signal }),
+      });
+    } catch (err) {
+      if (!(err instanceof NotModifiedError)) throw err; // already stopped: stop is idempotent
+    }
+  }
+
+  async inspect(ref: ContainerRef, options: CallOptions = {}): Promise<ContainerDetails> {
+    return toDetails(ref.node, await this.inspectRaw(ref, "inspect", options));
+  }
+
+  async networkInfo(ref: ContainerRef, options: CallOptions = {}): Promise<NetworkInfo> {
+    return toNetworkInfo(await this.inspectRaw(ref, "networkInfo", options));
+  }
+
+  async remove(ref: ContainerRef, options: RemoveOptions = {}): Promise<void> {
+    const engine = this.engine(ref.node, "remove");
+    await engine.write({
+      op: "remove",
+      ref: ref.id,
+      signal: options.signal,
+      run: (d, signal) =>
+        d.getContainer(ref.id).remove({ force: options.force ?? false, v: options.volumes ?? false, abortSignal: signal } as Docker.ContainerRemoveOptions),
+    });
+    await this.networkManager.release(ref);
+  }
+
+  async rename(ref: ContainerRef, newName: string, options: CallOptions = {}): Promise<void> {
+    const engine = this.engine(ref.node, "rename");
+    checkContainerName(ref.node, newName, "rename");
+    await engine.write({
+      op: "rename",
+      ref: ref.id,
+      signal: options.signal,
+      run: (d, signal) => d.getContainer(ref.id).rename({ name: newName, abortSignal: signal }),
+    });
+  }
+
+  subscribe(handler: EventHandler, options: SubscribeOptions = {}): Subscription {
+    const names = options.nodes ?? this.nodeNames;
+    const sources = names.map((n) => this.eventSource(this.engine(n, "subscribe")));
+    return watchEvents(sources, handler, options.filters ?? {}, this.eventOptions);
+  }
+
+  private eventSource(engine: Engine): EventSource {
+    return {
+      node: engine.node,
+      open: async ({ since, filters }, signal) => {
+        const f: Record<string, string[]> = { type: ["container"] };
+        if (filters.label?.length) f.label = [...filters.label];
+        if (filters.event?.length) f.event = [...filters.event];
+        const stream = (await engine.docker.getEvents({
+          filters: f,
+          ...(since === undefined ? {} : { since }),
+          abortSignal: signal,
+        } as Docker.GetEventsOptions)) as Readable;
+        // An idle event stream carries no bytes for hours; TCP keep-alive is what notices a peer
+        // that vanished without closing (unix sockets close with the engine).
+        (stream as IncomingMessage).socket?.setKeepAlive?.(true, 30_000);
+        return stream;
+      },
+      list: (label, signal) => this.listContainers(engine.node, { all: true, filters: label ? { label } : {}, signal }),
+    };
+  }
+
+  private inspectRaw(ref: ContainerRef, op: string, options: CallOptions): Promise<Docker.ContainerInspectInfo> {
+    return this.engine(ref.node, op).read({
+      op,
+      ref: ref.id,
+      signal: options.signal,
+      run: (d, signal) => d.getContainer(ref.id).inspect({ abortSignal: signal }),
+    });
+  }
+
+  private engine(node: string, op: string): Engine {
+    const e = this.engines.get(node);
+    if (!e) throw new NotFoundError(`unknown node ${JSON.stringify(node)} (known: ${this.nodeNames.join(", ")})`, node, undefined, op, "node");
+    return e;
+  }
+}
