@@ -70,7 +70,14 @@ export interface InformerOptions<T> {
   requestTimeoutMs?: number;
   /** When the watch has been silent this long, ask the store for a progress notification (default 5 s). */
   progressIntervalMs?: number;
-  /** When the watch has been silent this long despite those requests, treat it as broken (default 15 s). */
+  /**
+   * When the watch has been silent this long despite those requests, treat it as broken (default
+   * 30 s; Infinity disables the check). The store must deliver *something* within it on a healthy
+   * quiet watch: an answer to requestProgress(), or a periodic progress notification. etcd before
+   * 3.4.31 / 3.5.13 cannot answer progress requests safely (EtcdStore then ignores them), so it must
+   * run with --experimental-watch-progress-notify-interval below this (scripts/services uses 5 s);
+   * otherwise every quiet watch would be relisted each time the deadline passes.
+   */
   livenessTimeoutMs?: number;
   backoff?: BackoffOptions;
   /** Source of randomness for back-off jitter (tests pass a constant). */
@@ -151,7 +158,7 @@ export class Informer<T> {
     this.pageSize = opts.pageSize ?? 1000;
     this.requestTimeoutMs = opts.requestTimeoutMs ?? 30_000;
     this.progressIntervalMs = opts.progressIntervalMs ?? 5_000;
-    this.livenessTimeoutMs = opts.livenessTimeoutMs ?? 15_000;
+    this.livenessTimeoutMs = opts.livenessTimeoutMs ?? 30_000;
     if (!(this.pageSize >= 1)) throw new RangeError(`informer ${opts.name}: pageSize must be >= 1`);
     if (!(this.livenessTimeoutMs > this.progressIntervalMs)) {
       throw new RangeError(`informer ${opts.name}: livenessTimeoutMs must exceed progressIntervalMs`);

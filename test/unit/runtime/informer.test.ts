@@ -161,9 +161,9 @@ describe("Informer", () => {
     expect(store.liveWatches()).toBe(1);
     // Half-open: nothing arrives any more.
     store.silent = true;
-    await clock.advanceAsync(14_000);
+    await clock.advanceAsync(29_000);
     expect(await metric(registry, "informer_relists_total", { reason: "liveness" })).toBe(0);
-    await clock.advanceAsync(6_000); // the 15 s liveness deadline passes at a check in this window
+    await clock.advanceAsync(6_000); // the 30 s liveness deadline passes at a check in this window
     store.silent = false;
     await clock.advanceAsync(1_600); // covers the 800 ms back-off before the relist
     expect(await metric(registry, "informer_relists_total", { reason: "liveness" })).toBe(1);

@@ -1,0 +1,118 @@
+// A private etcd for tests that kill, restart or partition it: its own process, its own temp data
+// dir, its own free loopback ports. Never use it for the shared etcd (loadServices() gives that).
+//
+//   const etcd = await startEtcd();
+//   etcd.kill("SIGKILL");    // abrupt death; data dir kept
+//   await etcd.start();      // same ports, same data: clients reconnect
+//   await etcd.stop();       // kill and delete the data dir (call in afterAll)
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+export interface EtcdProcess {
+  /** host:port of the client URL. */
+  endpoint: string;
+  dataDir: string;
+  /** Send a signal (default SIGKILL) and wait for the process to exit. */
+  kill(signal?: NodeJS.Signals): Promise<void>;
+  /** Start again (same ports and data dir) and wait until healthy. */
+  start(): Promise<void>;
+  /** Kill and remove the data dir. */
+  stop(): Promise<void>;
+  /** Last lines etcd printed (for failure messages). */
+  logTail(): string;
+}
+
+export interface StartEtcdOptions {
+  /** --experimental-watch-progress-notify-interval (default "1s"). */
+  progressNotifyInterval?: string;
+  /** How long to wait for /health (default 15 s). */
+  readyTimeoutMs?: number;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const addr = srv.address();
+      const port = typeof addr === "object" && addr ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+async function healthy(clientPort: number): Promise<boolean> {
+  try {
+    const res = await fetch(`http://127.0.0.1:${clientPort}/health`, { signal: AbortSignal.timeout(1_000) });
+    const body = (await res.json()) as { health?: string };
+    return body.health === "true";
+  } catch {
+    return false;
+  }
+}
+
+export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdProcess> {
+  const dataDir = await mkdtemp(join(tmpdir(), "capstan-etcd-"));
+  const clientPort = await freePort();
+  const peerPort = await freePort();
+  const readyTimeoutMs = options.readyTimeoutMs ?? 15_000;
+  let child: ChildProcess | undefined;
+  let exited: Promise<void> = Promise.resolve();
+  const log: string[] = [];
+
+  const launch = async () => {
+    const proc = spawn(
+      "etcd",
+      [
+        "--name", "capstan-private",
+        "--data-dir", join(dataDir, "data"),
+        "--listen-client-urls", `http://127.0.0.1:${clientPort}`,
+        "--advertise-client-urls", `http://127.0.0.1:${clientPort}`,
+        "--listen-peer-urls", `http://127.0.0.1:${peerPort}`,
+        "--initial-advertise-peer-urls", `http://127.0.0.1:${peerPort}`,
+        "--initial-cluster", `capstan-private=http://127.0.0.1:${peerPort}`,
+        "--experimental-watch-progress-notify-interval", options.progressNotifyInterval ?? "1s",
+        "--log-level", "warn",
+      ],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
+    const keep = (chunk: Buffer) => {
+      log.push(chunk.toString());
+      if (log.length > 50) log.splice(0, log.length - 50);
+    };
+    proc.stdout?.on("data", keep);
+    proc.stderr?.on("data", keep);
+    child = proc;
+    exited = new Promise((resolve) => proc.once("exit", () => resolve()));
+    const deadline = Date.now() + readyTimeoutMs;
+    while (Date.now() < deadline) {
+      if (proc.exitCode !== null) throw new Error(`etcd exited with ${proc.exitCode}: ${log.join("").slice(-2000)}`);
+      if (await healthy(clientPort)) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    proc.kill("SIGKILL");
+    throw new Error(`private etcd not healthy within ${readyTimeoutMs} ms: ${log.join("").slice(-2000)}`);
+  };
+
+  const kill = async (signal: NodeJS.Signals = "SIGKILL") => {
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    child.kill(signal);
+    await exited;
+  };
+
+  await launch();
+  return {
+    endpoint: `127.0.0.1:${clientPort}`,
+    dataDir,
+    kill,
+    start: launch,
+    async stop() {
+      await kill("SIGKILL");
+      await rm(dataDir, { recursive: true, force: true });
+    },
+    logTail: () => log.join("").slice(-2000),
+  };
+}
