@@ -10,6 +10,8 @@ import { uniqueName } from "../../helpers/services.ts";
 export interface ContractTarget {
   /** Opens the store under test; called once for the whole block. */
   open(): Promise<Store>;
+  /** Removes what open() created, after the store is closed. */
+  dispose?(): Promise<void>;
 }
 
 /** A watch that records everything it is told. */
@@ -61,6 +63,7 @@ export function describeStoreContract(name: string, target: ContractTarget): voi
     afterAll(async () => {
       await store.deletePrefix(root);
       await store.close();
+      await target.dispose?.();
     });
 
     it("puts, gets, deletes and lists with etcd's revision metadata", async () => {
