@@ -79,7 +79,7 @@ export class SqliteWatch implements Watch {
         if (!this.invoke(() => this.handlers.onEvents(events))) return;
       }
       if (read.upTo >= read.revision) {
-        if (this.progressWanted) {
+        if (this.progressWanted && !this.done) {
           this.progressWanted = false;
           this.invoke(() => this.handlers.onProgress?.(read.revision));
         }

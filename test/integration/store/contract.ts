@@ -439,32 +439,33 @@ export function describeStoreContract(name: string, target: ContractTarget): voi
     it("fails lists and watches below the compact revision with CompactedError", async () => {
       const p = fresh();
       const r1 = await store.put(`${p}k`, "1");
-      const r2 = await store.put(`${p}k`, "2");
+      await store.put(`${p}k`, "2");
       const r3 = await store.put(`${p}k`, "3");
-      await store.compact(r2.revision);
+      const r4 = await store.put(`${p}k`, "4");
+      await store.compact(r3.revision);
       await store.compact(r1.revision); // already compacted past: a no-op
 
       const listError = await store.list(p, { revision: r1.revision }).catch((e: unknown) => e);
       expect(listError).toBeInstanceOf(CompactedError);
       // >=: the shared etcd may be compacted further by someone else meanwhile.
-      expect((listError as CompactedError).compactRevision).toBeGreaterThanOrEqual(r2.revision);
+      expect((listError as CompactedError).compactRevision).toBeGreaterThanOrEqual(r3.revision);
       expect((listError as CompactedError).compactRevision).toBeLessThanOrEqual(await store.revision());
       expect((listError as CompactedError).requestedRevision).toBe(r1.revision);
-      const atCompaction = await store.list(p, { revision: r2.revision });
-      expect(atCompaction.items.map((kv) => kv.value)).toEqual(["2"]);
+      const atCompaction = await store.list(p, { revision: r3.revision });
+      expect(atCompaction.items.map((kv) => kv.value)).toEqual(["3"]);
 
       const below = record(store, p, r1.revision);
       await waitFor("the compaction error", () => below.errors.length > 0);
       expect(below.errors).toHaveLength(1);
       expect(below.errors[0]).toBeInstanceOf(CompactedError);
-      expect((below.errors[0] as CompactedError).compactRevision).toBeGreaterThanOrEqual(r2.revision);
+      expect((below.errors[0] as CompactedError).compactRevision).toBeGreaterThanOrEqual(r3.revision);
       expect(below.events).toEqual([]);
 
-      const at = record(store, p, r2.revision);
+      const at = record(store, p, r3.revision);
       await waitFor("events from the compact revision", () => at.events.length >= 2);
       expect(at.events.map((e) => [e.kv.modRevision, e.kv.value])).toEqual([
-        [r2.revision, "2"],
         [r3.revision, "3"],
+        [r4.revision, "4"],
       ]);
       await at.watch.close();
     });
