@@ -64,7 +64,12 @@ export interface InformerOptions<T> {
   log?: Logger;
   /** Where the informer_* metrics go (default: a private registry nobody scrapes). */
   registry?: Registry;
-  /** Keys per list page (default 1000). */
+  /**
+   * Keys per list page (default 5000). Each page is one round trip, and etcd counts the rest of
+   * the range on every page, so small pages cost: syncing 10,000 keys took ~63 ms in pages of
+   * 1000 against ~48 ms in pages of 5000 and ~45 ms in one read (bench/informer.ts setup). 5000
+   * keeps a page of typical specs (0.2 to 2 KB) to a few MB.
+   */
   pageSize?: number;
   /** Deadline for one list page or one revision() call (default 30 s). */
   requestTimeoutMs?: number;
@@ -155,7 +160,7 @@ export class Informer<T> {
     this.decode = opts.decode;
     this.clock = opts.clock ?? realClock;
     this.log = (opts.log ?? silentLogger).child({ informer: opts.name });
-    this.pageSize = opts.pageSize ?? 1000;
+    this.pageSize = opts.pageSize ?? 5000;
     this.requestTimeoutMs = opts.requestTimeoutMs ?? 30_000;
     this.progressIntervalMs = opts.progressIntervalMs ?? 5_000;
     this.livenessTimeoutMs = opts.livenessTimeoutMs ?? 30_000;

@@ -1,0 +1,84 @@
+import { describe, expect, it } from "vitest";
+import { FakeClock, flushMicrotasks } from "../../../runtime/clock.ts";
+import { LeaderElector, LeadershipLostError } from "../../../runtime/leaderelection.ts";
+import { Manager, type Runnable } from "../../../runtime/manager.ts";
+import { FakeListWatch } from "./fake-listwatch.ts";
+
+/** A runnable that records its terms and runs until aborted. */
+class Recorder implements Runnable {
+  readonly terms: AbortSignal[] = [];
+  constructor(
+    readonly name: string,
+    private readonly log: string[],
+  ) {}
+  async start(signal: AbortSignal): Promise<void> {
+    this.terms.push(signal);
+    this.log.push(`${this.name} start`);
+    await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
+    this.log.push(`${this.name} stop`);
+  }
+}
+
+function world(recampaign: boolean) {
+  const clock = new FakeClock(1_000_000);
+  const store = new FakeListWatch();
+  store.now = () => clock.now();
+  const elector = new LeaderElector({ store, key: "/leader", identity: "me", clock, recampaign });
+  const log: string[] = [];
+  const manager = new Manager({ name: "m", elector, clock });
+  const leaderOnly = new Recorder("controller", log);
+  const always = new Recorder("events-cache", log);
+  manager.add(leaderOnly).add(always, { leaderOnly: false });
+  const loseLease = () => {
+    for (const lease of store.leases.values()) lease.expiresAt = clock.now();
+  };
+  return { clock, store, elector, manager, leaderOnly, always, log, loseLease };
+}
+
+describe("Manager with leader election", () => {
+  it("runs leader-only runnables while leading; on loss aborts them and exits with code 1", async () => {
+    const { clock, manager, leaderOnly, always, log, loseLease } = world(false);
+    await manager.start();
+    await flushMicrotasks();
+    expect(log).toEqual(["events-cache start", "controller start"]);
+    loseLease();
+    await clock.advanceAsync(5_000); // the next renewal learns the lease is gone
+    const exit = await manager.finished();
+    expect(exit.code).toBe(1);
+    expect(exit.code === 1 && exit.error).toBeInstanceOf(LeadershipLostError);
+    expect(leaderOnly.terms[0]!.aborted).toBe(true);
+    expect(always.terms[0]!.aborted).toBe(true);
+    expect(log).toEqual(["events-cache start", "controller start", "controller stop", "events-cache stop"]);
+  });
+
+  it("with recampaign, stops the term's runnables, stays up, and starts them again on re-election", async () => {
+    const { clock, manager, elector, leaderOnly, always, log, loseLease } = world(true);
+    await manager.start();
+    await flushMicrotasks();
+    loseLease();
+    await clock.advanceAsync(5_000);
+    await clock.advanceAsync(2_000);
+    expect(leaderOnly.terms).toHaveLength(2);
+    expect(leaderOnly.terms[0]!.aborted).toBe(true);
+    expect(leaderOnly.terms[1]!.aborted).toBe(false);
+    expect(always.terms).toHaveLength(1);
+    expect(elector.state()).toBe("leading");
+    expect(log).toEqual(["events-cache start", "controller start", "controller stop", "controller start"]);
+    await manager.stop();
+    expect(await manager.finished()).toEqual({ code: 0 });
+    expect(elector.state()).toBe("stopped");
+  });
+
+  it("answers /readyz from its checks (without a server: Hono's app.request)", async () => {
+    const { manager } = world(false);
+    expect((await manager.app.request("/readyz")).status).toBe(503); // not started
+    await manager.start();
+    await flushMicrotasks();
+    const res = await manager.app.request("/readyz");
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ status: "ok", checks: { accepting: true, "leader-election": true } });
+    await manager.stop();
+    expect((await manager.app.request("/readyz")).status).toBe(503);
+    expect((await manager.app.request("/healthz")).status).toBe(200);
+  });
+});
