@@ -396,8 +396,8 @@ export class LeaderElector implements Elector {
 
 /**
  * The elector for a store only one process uses (the embedded SQLite store): always the leader.
- * It still writes the leader key once, so that it has a real fence and fenced writes work the
- * same way with either store.
+ * It still re-creates the leader key at start (delete, then put), so that each run has a real
+ * fence of its own and fenced writes work the same way with either store.
  */
 export class SingleProcessElector implements Elector {
   readonly identity: string;
@@ -414,7 +414,11 @@ export class SingleProcessElector implements Elector {
 
   constructor(
     private readonly opts: {
-      store: { put(key: string, value: string): Promise<unknown>; get(key: string): Promise<KeyValueLike | null> };
+      store: {
+        put(key: string, value: string): Promise<unknown>;
+        delete(key: string): Promise<unknown>;
+        get(key: string): Promise<KeyValueLike | null>;
+      };
       key: string;
       identity: string;
       name?: string;
@@ -448,6 +452,8 @@ export class SingleProcessElector implements Elector {
     const retryMs = this.opts.retryPeriodMs ?? 2_000;
     while (!signal.aborted) {
       try {
+        // A fresh createRevision per run: a fence from an earlier run never matches again.
+        await withDeadline(this.opts.store.delete(this.opts.key), retryMs * 2, this.clock, "delete leader key", signal);
         await withDeadline(this.opts.store.put(this.opts.key, this.identity), retryMs * 2, this.clock, "put leader key", signal);
         const kv = await withDeadline(this.opts.store.get(this.opts.key), retryMs * 2, this.clock, "get leader key", signal);
         if (!kv) throw new Error("leader key vanished right after it was written");

@@ -5,6 +5,7 @@ import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EtcdStore } from "../../../adapters/store/etcd.ts";
 import type { Store } from "../../../adapters/store/store.ts";
+import { StoreCompactor } from "../../../runtime/compactor.ts";
 import { Informer } from "../../../runtime/informer.ts";
 import { startEtcd, type EtcdProcess } from "../../helpers/etcd-process.ts";
 import { uniqueName } from "../../helpers/services.ts";
@@ -113,6 +114,32 @@ describe.each(factories)("Informer over $name", (factory) => {
     expect(recorder.violations).toEqual([]);
     expect(await metric(registry, "informer_relists_total", { name: "partition", reason: "watch-error" })).toBeGreaterThanOrEqual(1);
     await informer.stop();
+  });
+
+  it("the compactor keeps only its retention window of history", async () => {
+    const prefix = newPrefix();
+    const first = (await store.put(`${prefix}a`, "1")).revision;
+    await store.put(`${prefix}a`, "2");
+    // A watch from the first revision replays history while it exists, and fails once it is gone.
+    const historyGone = async () => {
+      let watch: { close(): Promise<void> } | undefined;
+      const err = await new Promise<Error | undefined>((resolve) => {
+        watch = store.watch(prefix, first, { onEvents: () => resolve(undefined), onError: resolve });
+        setTimeout(() => resolve(undefined), 1_000);
+      });
+      await watch?.close();
+      return err?.name === "CompactedError";
+    };
+    expect(await historyGone()).toBe(false);
+    const compactor = new StoreCompactor({ store, retentionMs: 200, intervalMs: 50 });
+    const stop = new AbortController();
+    const running = compactor.start(stop.signal);
+    const gone = await eventually(historyGone, 10_000, 100);
+    stop.abort();
+    await running;
+    expect(gone).toBe(true);
+    // Current data is untouched.
+    expect((await store.get(`${prefix}a`))?.value).toBe("2");
   });
 });
 

@@ -6,9 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EtcdStore } from "../../../adapters/store/etcd.ts";
 import { fencedStore, FencedWriteArgumentError, NotLeaderError } from "../../../adapters/store/fenced.ts";
 import type { Store } from "../../../adapters/store/store.ts";
-import { LeaderElector } from "../../../runtime/leaderelection.ts";
+import { LeaderElector, SingleProcessElector } from "../../../runtime/leaderelection.ts";
 import { loadServices, uniqueName } from "../../helpers/services.ts";
-import { eventually } from "./support.ts";
+import { eventually, sqliteFactory } from "./support.ts";
 
 const fixture = fileURLToPath(new URL("./fixtures/elected-manager.ts", import.meta.url));
 const TTL_MS = 3_000;
@@ -205,5 +205,33 @@ describe("fenced writes", () => {
     expect(b.fence()!.createRevision).toBeGreaterThan(staleFence.createRevision);
     await a.stop();
     await b.stop();
+  });
+});
+
+const sqlite = await sqliteFactory();
+
+describe.skipIf(!sqlite)("single-process election on the embedded store", () => {
+  it("leads at once, fences writes with a real leader key, and refuses a previous run's fence", async () => {
+    const store = await sqlite!.open();
+    try {
+      const key = "/platform/test/leader";
+      const previous = new SingleProcessElector({ store, key, identity: "run-1" });
+      previous.start({ onStartedLeading: () => {}, onStoppedLeading: () => {} });
+      expect(await eventually(() => previous.state() === "leading", 5_000)).toBe(true);
+      const oldFence = previous.fence()!;
+      await previous.stop(); // its leader key stays; the next run re-creates it
+
+      const elector = new SingleProcessElector({ store, key, identity: "run-2" });
+      elector.start({ onStartedLeading: () => {}, onStoppedLeading: () => {} });
+      expect(await eventually(() => elector.state() === "leading", 5_000)).toBe(true);
+      expect(elector.fence()!.createRevision).toBeGreaterThan(oldFence.createRevision);
+      const fenced = fencedStore(store, () => elector.fence());
+      expect((await fenced.put("/platform/test/x", "1")).succeeded).toBe(true);
+      await expect(fencedStore(store, () => oldFence).put("/platform/test/x", "stale")).rejects.toBeInstanceOf(NotLeaderError);
+      expect((await store.get("/platform/test/x"))?.value).toBe("1");
+      await elector.stop();
+    } finally {
+      await sqlite!.cleanup();
+    }
   });
 });

@@ -170,7 +170,7 @@ describe("SingleProcessElector", () => {
     const { clock, store } = world();
     store.put(KEY, "previous-run"); // left by an earlier process
     const e = new SingleProcessElector({
-      store: { put: async (k, v) => store.put(k, v), get: (k) => store.get(k) },
+      store: { put: async (k, v) => store.put(k, v), delete: async (k) => store.del(k), get: (k) => store.get(k) },
       key: KEY,
       identity: "me",
       clock,
@@ -182,6 +182,7 @@ describe("SingleProcessElector", () => {
     const kv = await store.get(KEY);
     expect(kv?.value).toBe("me");
     expect(e.fence()).toEqual({ key: KEY, createRevision: kv?.createRevision });
+    expect(kv!.createRevision).toBeGreaterThan(2); // re-created, not the previous run's key
     await e.stop();
     expect(signal?.aborted).toBe(true);
     expect(e.fence()).toBeNull();
