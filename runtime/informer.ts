@@ -303,7 +303,7 @@ export class Informer<T> {
     return this.lastListRevision;
   }
 
-  /** The revision the next watch would start from. */
+  /** Every change below this revision is in the cache; the current watch continues from it. */
   get resumeRevision(): number {
     return this.resume;
   }
