@@ -95,31 +95,32 @@ export class FakeClock implements Clock {
   /** Move time forward by `ms`, firing due timers in order. */
   advance(ms: number): void {
     const target = this.current + ms;
-    for (;;) {
-      const next = this.nextDue(target);
-      if (!next) break;
-      this.current = Math.max(this.current, next.at);
-      next.cancelled = true;
-      next.fn();
-    }
-    this.current = target;
-    this.timers = this.timers.filter((t) => !t.cancelled);
+    while (this.fireNext(target));
+    this.finishAdvance(target);
   }
 
   /** Advance by `ms`, letting promise callbacks run between timer firings. */
   async advanceAsync(ms: number): Promise<void> {
     const target = this.current + ms;
-    for (;;) {
-      await flushMicrotasks();
-      const next = this.nextDue(target);
-      if (!next) break;
-      this.current = Math.max(this.current, next.at);
-      next.cancelled = true;
-      next.fn();
-    }
+    do await flushMicrotasks();
+    while (this.fireNext(target));
+    this.finishAdvance(target);
+    await flushMicrotasks();
+  }
+
+  /** Fire the earliest timer due by `limit`, moving time to it; false when none is due. */
+  private fireNext(limit: number): boolean {
+    const next = this.nextDue(limit);
+    if (!next) return false;
+    this.current = Math.max(this.current, next.at);
+    next.cancelled = true;
+    next.fn();
+    return true;
+  }
+
+  private finishAdvance(target: number): void {
     this.current = target;
     this.timers = this.timers.filter((t) => !t.cancelled);
-    await flushMicrotasks();
   }
 
   /** Number of timers still armed. */

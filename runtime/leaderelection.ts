@@ -113,6 +113,15 @@ interface Term {
   renewSentAt: number;
 }
 
+/** controller-runtime's leader_election_master_status{name}: 1 while leading, else 0. */
+function masterStatusGauge(registry: Registry | undefined): ReturnType<typeof gauge<"name">> {
+  return gauge(registry ?? new Registry(), {
+    name: "leader_election_master_status",
+    help: "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master",
+    labelNames: ["name"],
+  });
+}
+
 export class LeaderElector implements Elector {
   readonly identity: string;
   private readonly store: ElectionStore;
@@ -160,11 +169,7 @@ export class LeaderElector implements Elector {
     if (!(this.renewDeadlineMs > 1.2 * this.retryPeriodMs)) {
       throw new RangeError("leader election: renewDeadlineMs must exceed 1.2 x retryPeriodMs");
     }
-    this.status = gauge(opts.registry ?? new Registry(), {
-      name: "leader_election_master_status",
-      help: "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master",
-      labelNames: ["name"],
-    });
+    this.status = masterStatusGauge(opts.registry);
     this.status.set({ name: this.name }, 0);
   }
 
@@ -432,11 +437,7 @@ export class SingleProcessElector implements Elector {
     this.name = opts.name ?? opts.key;
     this.clock = opts.clock ?? realClock;
     this.log = (opts.log ?? silentLogger).child({ election: this.name, identity: opts.identity });
-    this.status = gauge(opts.registry ?? new Registry(), {
-      name: "leader_election_master_status",
-      help: "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master",
-      labelNames: ["name"],
-    });
+    this.status = masterStatusGauge(opts.registry);
     this.status.set({ name: this.name }, 0);
   }
 
