@@ -1,0 +1,20 @@
+// Node records: what the orchestrator knows of each Docker engine, written by the node monitor
+// (controllers/node) under nodes/<name>, read by the API (feasibility checks, GET /api/nodes)
+// without calling Docker.
+export interface NodeRecord {
+  name: string;
+  /** Address published ports are reached at. */
+  address: string;
+  endpoint: string;
+  labels: Record<string, string>;
+  state: "ready" | "unreachable";
+  cpus: number;
+  memoryBytes: number;
+  /** Reserved by running Capstan containers (their cpu and memory limits). */
+  reserved: { cpus: number; memoryBytes: number };
+  containers: number;
+  containersRunning: number;
+  engineVersion: string;
+  error?: string;
+  updatedAt: string;
+}
