@@ -1,0 +1,50 @@
+// `capstan get podgroup NAME` and `capstan get podgroups`: tables, or the server's JSON with -o json.
+import { clientFromOptions, clientOptionDefs } from "../client-config.ts";
+import { reportFailure } from "../failure.ts";
+import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
+import { renderPodGroup, renderPodGroupList } from "../render.ts";
+
+const defs: OptionDef[] = [
+  { name: "output", short: "o", type: "string", help: "table or json (the server's answer, unchanged)", default: "table" },
+  ...clientOptionDefs,
+];
+
+const help = `${usage("get", "Shows one PodGroup with its instances, or a list of all PodGroups.", defs, "podgroup NAME | podgroups")}
+examples:
+  capstan get podgroup hello
+  capstan get podgroup hello -o json
+  capstan get podgroups
+`;
+
+const one = new Set(["podgroup", "pg"]);
+const all = new Set(["podgroups", "pgs"]);
+
+export async function run(argv: string[]): Promise<number> {
+  const args = parseArgs(argv, defs);
+  if (args.help) {
+    process.stdout.write(help);
+    return 0;
+  }
+  const output = args.options.output;
+  if (output !== "table" && output !== "json") throw new UsageError(`-output: "${String(output)}" is not table or json`);
+  const [kind, name, ...extra] = args.positionals;
+  if (kind === undefined) throw new UsageError("what to get: podgroup NAME or podgroups");
+  if (!one.has(kind) && !all.has(kind)) throw new UsageError(`unknown resource "${kind}": use podgroup NAME or podgroups`);
+  if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`);
+  // "podgroup" without a name lists them all, as `kubectl get pod` does.
+  const listing = all.has(kind) || name === undefined;
+  if (all.has(kind) && name !== undefined) throw new UsageError(`"${kind}" lists every group; to show one: capstan get podgroup ${name}`);
+  try {
+    const client = clientFromOptions(args.options);
+    if (listing) {
+      const groups = await client.listPodGroups();
+      process.stdout.write(output === "json" ? `${JSON.stringify(groups, null, 2)}\n` : renderPodGroupList(groups));
+    } else {
+      const group = await client.getPodGroup(name!);
+      process.stdout.write(output === "json" ? `${JSON.stringify(group, null, 2)}\n` : renderPodGroup(group));
+    }
+    return 0;
+  } catch (e) {
+    return reportFailure("get", e);
+  }
+}

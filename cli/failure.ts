@@ -1,0 +1,20 @@
+// How client commands end on an expected failure: one line (or a few) on stderr that says what the
+// server or the input said, and exit code 1. Anything else is a bug and is rethrown with its stack.
+import { ApiError, ServerUnreachableError } from "./client.ts";
+import { ClientConfigError } from "./client-config.ts";
+
+/** A failure the command detected itself (e.g. apply of a group that is being deleted). */
+export class CommandFailure extends Error {
+  override readonly name = "CommandFailure";
+}
+
+/** Print `e` for the user and answer the exit code (1); rethrow what is not an expected failure. */
+export function reportFailure(command: string, e: unknown): number {
+  let text: string;
+  if (e instanceof ApiError) text = e.describe();
+  else if (e instanceof ServerUnreachableError) text = `${e.message} (set it with -server, CAPSTAN_SERVER or server: in ~/.capstan/config.yaml)`;
+  else if (e instanceof ClientConfigError || e instanceof CommandFailure) text = e.message;
+  else throw e;
+  process.stderr.write(`capstan ${command}: ${text}\n`);
+  return 1;
+}
