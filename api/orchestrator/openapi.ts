@@ -1,0 +1,157 @@
+// The OpenAPI 3.1 document of the orchestrator's PodGroup API, served at GET /api/openapi.json.
+// Generated from the zod schemas: request bodies from api/resources (input form: integer enum codes
+// accepted), answers from ./responses.ts, query parameters from ./queries.ts. Built once, on
+// first request.
+import { z } from "zod";
+import { ContainerSpec, PodGroupSpec, PodSpec } from "../resources/podgroup.ts";
+import { maxJsonBodyBytes } from "../http/body.ts";
+import { DeleteQuery, GetQuery, ReplicaQuery } from "./queries.ts";
+import {
+  AcceptedSchema,
+  BadRequestSchema,
+  ContainerStatusSchema,
+  InternalErrorSchema,
+  NotAllowedSchema,
+  NotFoundSchema,
+  PodGroupWithSpecSchema,
+  PodStatusSchema,
+  StoredPodGroupSchema,
+  UnavailableSchema,
+} from "./responses.ts";
+
+type JsonObject = Record<string, unknown>;
+
+const ref = (id: string) => ({ $ref: `#/components/schemas/${id}` });
+
+/** Component schemas generated from `schemas` (each referenced by id from the others). */
+function components(schemas: Record<string, z.ZodType>, io: "input" | "output"): Record<string, JsonObject> {
+  const registry = z.registry<{ id: string }>();
+  for (const [id, schema] of Object.entries(schemas)) registry.add(schema, { id });
+  const generated = z.toJSONSchema(registry, { io, uri: (id) => `#/components/schemas/${id}` }).schemas;
+  const out: Record<string, JsonObject> = {};
+  for (const [id, schema] of Object.entries(generated)) {
+    // Each is a standalone JSON Schema document; inside an OpenAPI document they are fragments.
+    const { $schema: _s, $id: _i, ...fragment } = schema as JsonObject;
+    out[id] = fragment;
+  }
+  return out;
+}
+
+/** Query parameters from a zod object schema of string fields; `optional` overrides required-ness. */
+function queryParameters(schema: z.ZodObject, optional: readonly string[] = []): JsonObject[] {
+  const json = z.toJSONSchema(schema, { io: "input" }) as { properties?: Record<string, JsonObject>; required?: string[] };
+  return Object.entries(json.properties ?? {}).map(([name, property]) => {
+    const { description, ...rest } = property;
+    return {
+      name,
+      in: "query",
+      required: (json.required ?? []).includes(name) && !optional.includes(name),
+      ...(description !== undefined && { description }),
+      schema: rest,
+    };
+  });
+}
+
+const json = (schema: JsonObject) => ({ "application/json": { schema } });
+const answer = (description: string, id: string) => ({ description, content: json(ref(id)) });
+
+const errors = {
+  "400": answer("Bad input (details name every field); nothing was stored", "BadRequest"),
+  "404": answer("No PodGroup of that name", "NotFound"),
+  "409": answer("AlreadyExists (use PATCH), or InsufficientResources (the cluster cannot fit it)", "NotAllowed"),
+  "500": answer("A bug; see the server log", "InternalError"),
+  "503": answer("The store did not answer in time; retry", "Unavailable"),
+};
+
+function pick<K extends keyof typeof errors>(...codes: K[]) {
+  return Object.fromEntries(codes.map((k) => [k, errors[k]]));
+}
+
+function build(): JsonObject {
+  const accepted = answer("Recorded; the controller carries it out. Follow checkUrl.", "Accepted");
+  const bodyNote = `JSON, at most ${maxJsonBodyBytes} bytes, content-type application/json. Keys are matched case-insensitively (NumInstances works); enums accept their integer codes; unknown fields are refused.`;
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "Capstan orchestrator: PodGroups",
+      version: "1",
+      description:
+        "Writes desired state and answers 202; the PodGroup controller converges Docker engines to it. " +
+        "Errors: 400 BadRequest, 404 NotFound, 409 NotAllowed (reason AlreadyExists | InsufficientResources), 503 Unavailable.",
+    },
+    paths: {
+      "/api/podgroups": {
+        get: {
+          operationId: "getPodGroup",
+          summary: "A PodGroup's spec and runtime state",
+          parameters: queryParameters(GetQuery),
+          responses: { "200": answer("The group", "PodGroupWithSpec"), ...pick("400", "404", "500", "503") },
+        },
+        post: {
+          operationId: "createPodGroup",
+          summary: "Create a PodGroup and deploy its instances",
+          requestBody: { required: true, description: bodyNote, content: json(ref("PodGroupSpec")) },
+          responses: { "202": accepted, ...pick("400", "409", "500", "503") },
+        },
+        delete: {
+          operationId: "deletePodGroup",
+          summary: "Remove a PodGroup and all its instances",
+          parameters: queryParameters(DeleteQuery),
+          responses: { "202": accepted, ...pick("400", "404", "500", "503") },
+        },
+        patch: {
+          operationId: "patchPodGroup",
+          summary: "cmd=replica: change num_instances and restart_policy; cmd=spec: replace the pod spec (body), rolled out one instance at a time",
+          parameters: queryParameters(ReplicaQuery, ["num_instances"]),
+          requestBody: { required: false, description: `cmd=spec only: the new PodSpec. ${bodyNote}`, content: json(ref("PodSpec")) },
+          responses: { "202": accepted, ...pick("400", "404", "409", "500", "503") },
+        },
+      },
+      "/api/podgroups/_all": {
+        get: {
+          operationId: "listPodGroups",
+          summary: "Every PodGroup with its runtime state, in name order",
+          responses: {
+            "200": { description: "All groups", content: json({ type: "array", items: ref("PodGroupWithSpec") }) },
+            ...pick("500", "503"),
+          },
+        },
+      },
+      "/api/openapi.json": {
+        get: {
+          operationId: "openApiDocument",
+          summary: "This document",
+          responses: { "200": { description: "OpenAPI 3.1", content: json({ type: "object" }) } },
+        },
+      },
+    },
+    components: {
+      schemas: {
+        ...components({ ContainerSpec, PodSpec, PodGroupSpec }, "input"),
+        ...components(
+          {
+            ContainerSpec,
+            PodGroupWithSpec: PodGroupWithSpecSchema,
+            StoredPodGroup: StoredPodGroupSchema,
+            PodStatus: PodStatusSchema,
+            ContainerStatus: ContainerStatusSchema,
+            Accepted: AcceptedSchema,
+            BadRequest: BadRequestSchema,
+            NotFound: NotFoundSchema,
+            NotAllowed: NotAllowedSchema,
+            Unavailable: UnavailableSchema,
+            InternalError: InternalErrorSchema,
+          },
+          "output",
+        ),
+      },
+    },
+  };
+}
+
+let document: JsonObject | undefined;
+
+export function openApiDocument(): JsonObject {
+  document ??= build();
+  return document;
+}

@@ -1,0 +1,163 @@
+// The orchestrator's PodGroup API (DESIGN.md section 6; platform spec C, "PodGroup operations").
+// A thin Hono app: parse and validate, check feasibility against the informer caches, write the
+// desired spec (or a refresh task) in one store transaction, answer. It never calls Docker; the
+// PodGroup controller converges the engines to what is written here.
+//
+//   GET    /api/podgroups?name=&force_update=             200 PodGroupWithSpec | 400 | 404
+//   GET    /api/podgroups/_all                            200 PodGroupWithSpec[]
+//   POST   /api/podgroups            PodGroupSpec         202 | 400 | 409 AlreadyExists / InsufficientResources
+//   DELETE /api/podgroups?name=                           202 | 400 | 404
+//   PATCH  /api/podgroups?name=&cmd=replica&num_instances=&restart_policy=   202 | 400 | 404 | 409
+//   PATCH  /api/podgroups?name=&cmd=spec   PodSpec        202 | 400 | 404 | 409
+//   GET    /api/openapi.json                              200 the OpenAPI 3.1 document
+//
+// Input is validated completely before the store is touched, so a 400 never leaves a trace.
+import { isDeepStrictEqual } from "node:util";
+import { Hono, type Context } from "hono";
+import { parsePlacementFilter, type PlacementFilter } from "../../adapters/cluster/index.ts";
+import type { Store } from "../../adapters/store/store.ts";
+import type { Informer } from "../../runtime/informer.ts";
+import { silentLogger, type Logger } from "../../runtime/log.ts";
+import { readJsonBody } from "../http/body.ts";
+import { accepted, errorHandler, notAllowed, notFound, notFoundHandler } from "../http/errors.ts";
+import { parseQuery } from "../http/query.ts";
+import { invalid } from "../http/validation.ts";
+import type { NodeRecord } from "../resources/node.ts";
+import { PodGroupSpecInput, PodSpecInput, type PodGroupSpec, type PodSpec, type StoredPodGroup } from "../resources/podgroup.ts";
+import { DemandIndex } from "./demand.ts";
+import { checkFeasibility, type GroupShape } from "./feasibility.ts";
+import { openApiDocument } from "./openapi.ts";
+import { DeleteQuery, GetQuery, PatchQuery, ReplicaQuery } from "./queries.ts";
+import { createPodGroup, getPodGroupWithStatus, listPodGroupsWithStatus, requestRefresh, updatePodGroup } from "./records.ts";
+
+export interface PodGroupApiOptions {
+  /** Not fenced: every replica accepts writes (they are compare-and-swap). */
+  store: Store;
+  nodes: Informer<NodeRecord>;
+  podGroups: Informer<StoredPodGroup>;
+  log?: Logger;
+}
+
+export const checkUrlOf = (name: string) => `/api/podgroups?name=${encodeURIComponent(name)}`;
+
+export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
+  const { store } = opts;
+  const log = (opts.log ?? silentLogger).child({ api: "podgroups" });
+  const demand = new DemandIndex(opts.podGroups);
+  const app = new Hono();
+  app.onError(errorHandler(log));
+  app.notFound(notFoundHandler);
+
+  /** Throws 409 InsufficientResources when the change cannot fit the cluster. */
+  const admit = (what: string, before: GroupShape | undefined, after: GroupShape & { name: string }, filters: PlacementFilter[]) => {
+    const verdict = checkFeasibility({ nodes: opts.nodes.list(), others: demand.othersThan(after.name), before, after, filters });
+    if (!verdict.ok) throw notAllowed("InsufficientResources", `cannot ${what} podgroup ${after.name}: ${verdict.message}`);
+  };
+
+  app.get("/api/openapi.json", (c) => c.json(openApiDocument()));
+
+  app.get("/api/podgroups/_all", async (c) => c.json(await listPodGroupsWithStatus(store)));
+
+  app.get("/api/podgroups", async (c) => {
+    const q = parseQuery(c, GetQuery);
+    const group = await getPodGroupWithStatus(store, q.name);
+    if (group === null) throw notFound(`podgroup ${q.name} not found`);
+    if (q.force_update) {
+      const task = await requestRefresh(store, q.name, new Date());
+      log.info({ podgroup: q.name, task: task.id }, "refresh requested");
+    }
+    return c.json(group);
+  });
+
+  app.post("/api/podgroups", async (c) => {
+    const spec = await readJsonBody(c, PodGroupSpecInput, "PodGroupSpec");
+    const filters = placementFilters(spec.pod, "pod.filters");
+    const group = storedForm(spec, new Date().toISOString());
+    admit("create", undefined, group, filters);
+    await createPodGroup(store, group);
+    log.info({ podgroup: group.name, numInstances: group.numInstances }, "podgroup created");
+    return accepted(c, `podgroup ${group.name} accepted; its ${group.numInstances} instance(s) are being deployed`, checkUrlOf(group.name));
+  });
+
+  app.delete("/api/podgroups", async (c) => {
+    const { name } = parseQuery(c, DeleteQuery);
+    const { written } = await updatePodGroup(store, name, (current) =>
+      current.deleting ? undefined : { ...current, deleting: true, updatedAt: new Date().toISOString() },
+    );
+    if (written) log.info({ podgroup: name }, "podgroup deletion requested");
+    return accepted(c, `podgroup ${name} is being deleted`, checkUrlOf(name));
+  });
+
+  app.patch("/api/podgroups", async (c) => {
+    const { cmd } = parseQuery(c, PatchQuery);
+    return cmd === "replica" ? patchReplica(c) : patchSpec(c);
+  });
+
+  /** cmd=replica: numInstances and restartPolicy; the pod (and its version) stays as it is. */
+  const patchReplica = async (c: Context) => {
+    const q = parseQuery(c, ReplicaQuery);
+    const { written, record } = await updatePodGroup(store, q.name, (current) => {
+      if (current.deleting) throw notFound(`podgroup ${q.name} is being deleted`);
+      const restartPolicy = q.restart_policy ?? current.restartPolicy;
+      if (current.numInstances === q.num_instances && current.restartPolicy === restartPolicy) return undefined;
+      const next = { ...current, numInstances: q.num_instances, restartPolicy, updatedAt: new Date().toISOString() };
+      admit("scale", current, next, placementFilters(current.pod, "pod.filters"));
+      return next;
+    });
+    if (written) log.info({ podgroup: q.name, numInstances: record.numInstances, restartPolicy: record.restartPolicy }, "podgroup scaled");
+    const message = written
+      ? `podgroup ${q.name} will run ${record.numInstances} instance(s), restart policy ${record.restartPolicy}`
+      : `podgroup ${q.name} already has ${record.numInstances} instance(s) and restart policy ${record.restartPolicy}; nothing to do`;
+    return accepted(c, message, checkUrlOf(q.name));
+  };
+
+  /** cmd=spec: a new PodSpec; pod.version goes up by one, and the controller rolls it out. */
+  const patchSpec = async (c: Context) => {
+    const { name } = parseQuery(c, PatchQuery);
+    const pod = await readJsonBody(c, PodSpecInput, "PodSpec");
+    const filters = placementFilters(pod, "filters");
+    const { written, record } = await updatePodGroup(store, name, (current) => {
+      if (current.deleting) throw notFound(`podgroup ${name} is being deleted`);
+      const candidate = normalised({ ...pod, name: pod.name ?? current.name, version: current.pod.version });
+      // The same spec again (a re-applied file) is not a change: no new version, no rollout.
+      if (isDeepStrictEqual(candidate, current.pod)) return undefined;
+      const next = { ...current, pod: { ...candidate, version: current.pod.version + 1 }, updatedAt: new Date().toISOString() };
+      admit("update", current, next, filters);
+      return next;
+    });
+    if (written) log.info({ podgroup: name, version: record.pod.version }, "podgroup spec updated");
+    const message = written
+      ? `podgroup ${name} is being updated to pod version ${record.pod.version}, one instance at a time`
+      : `podgroup ${name} already runs this spec (pod version ${record.pod.version}); nothing to do`;
+    return accepted(c, message, checkUrlOf(name));
+  };
+
+  return app;
+}
+
+/** The record POST stores: pod.name defaults to the group's name, pod.version starts at 1. */
+function storedForm(spec: PodGroupSpec, now: string): StoredPodGroup {
+  // The top-level `version` is server-managed and not kept: pod.version is the one spec version.
+  const { version: _ignored, ...rest } = spec;
+  return { ...rest, pod: normalised({ ...spec.pod, name: spec.pod.name ?? spec.name, version: 1 }), createdAt: now, updatedAt: now };
+}
+
+/** The form a pod has after a store round trip (no undefined members), so comparisons are fair. */
+function normalised<P extends PodSpec>(pod: P): P {
+  return JSON.parse(JSON.stringify(pod)) as P;
+}
+
+/** Placement filters must parse (`node==x`, `label:k!=v`, ...); a 400 names the bad entry. */
+function placementFilters(pod: Pick<PodSpec, "filters">, path: string): PlacementFilter[] {
+  const out: PlacementFilter[] = [];
+  const details = [];
+  for (const [i, text] of (pod.filters ?? []).entries()) {
+    try {
+      out.push(parsePlacementFilter(text));
+    } catch (e) {
+      details.push({ path: `${path}[${i}]`, message: e instanceof Error ? e.message : String(e) });
+    }
+  }
+  if (details.length > 0) throw invalid(path.startsWith("pod.") ? "PodGroupSpec" : "PodSpec", details);
+  return out;
+}

@@ -1,0 +1,31 @@
+// Query parameters of the PodGroup endpoints, as zod schemas: the handlers validate with them and
+// the OpenAPI document lists them from them. Names are the spec's (snake_case).
+import { z } from "zod";
+import { queryBoolean, queryCount } from "../http/query.ts";
+import { Name, PodGroupSpec, restartPolicies, type RestartPolicy } from "../resources/podgroup.ts";
+
+const maxInstances = PodGroupSpec.shape.numInstances.maxValue ?? 1000;
+
+/** never, always, onfail, or the original system's codes 0 (never), 1 (always), 2 (onfail). */
+const restartPolicyParam = z
+  .enum([...restartPolicies, "0", "1", "2"], { error: "must be one of never, always, onfail (or 0, 1, 2)" })
+  .transform((v): RestartPolicy => (v === "0" ? "never" : v === "1" ? "always" : v === "2" ? "onfail" : v));
+
+export const GetQuery = z.object({
+  name: Name.describe("PodGroup name"),
+  force_update: queryBoolean.optional().describe("true: ask the controller to refresh the group now (the answer is the current state)"),
+});
+
+export const DeleteQuery = z.object({ name: Name.describe("PodGroup name") });
+
+export const patchCommands = ["replica", "spec"] as const;
+
+export const PatchQuery = z.object({
+  name: Name.describe("PodGroup name"),
+  cmd: z.enum(patchCommands, { error: "must be replica or spec" }).describe("replica: change num_instances / restart_policy; spec: replace the pod spec (body)"),
+});
+
+export const ReplicaQuery = PatchQuery.extend({
+  num_instances: queryCount(maxInstances).describe(`cmd=replica: the new number of instances (0..${maxInstances}); required`),
+  restart_policy: restartPolicyParam.optional().describe("cmd=replica: never, always or onfail (or 0, 1, 2); unchanged when absent"),
+});

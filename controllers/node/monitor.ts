@@ -1,0 +1,258 @@
+// The node monitor: keeps one NodeRecord per cluster node in the store (nodes/<name>), which the
+// API reads for its feasibility checks and GET /api/nodes, without calling Docker itself.
+//
+// When it writes: once at start, every intervalMs (10 s), and about debounceMs (1 s) after a
+// Capstan container starts, dies or is destroyed anywhere (a burst of events costs one sync). A
+// record is written only when something in it changed, or when it was last written heartbeatMs
+// (60 s) ago, so updatedAt tells a reader how fresh it is: a record much older than a minute means
+// no monitor is running.
+//
+// What it records: capacity and engine facts from cluster.nodes(); `reserved` = the summed limits
+// of the node's up (running, paused, restarting) containers labelled io.capstan.podgroup. A
+// container's limits never change in Capstan's hands, so each is inspected once and remembered
+// while it stays up. A node whose engine does not answer, or whose containers cannot be listed, is
+// recorded unreachable with the reason; it never stops the loop. Records of nodes that are no
+// longer in the cluster are deleted.
+//
+// Leader-only: one writer, through the fenced store, so a deposed leader's late write is refused.
+import { Registry } from "prom-client";
+import {
+  NotFoundError,
+  reservationOf,
+  type Cluster,
+  type ContainerSummary,
+  type NodeResources,
+  type ResourceRequest,
+} from "../../adapters/cluster/index.ts";
+import type { Store } from "../../adapters/store/store.ts";
+import { keys, nameOf } from "../../api/resources/keys.ts";
+import type { NodeRecord } from "../../api/resources/node.ts";
+import { realClock, type Clock, type TimerHandle } from "../../runtime/clock.ts";
+import { withDeadline } from "../../runtime/deadline.ts";
+import { silentLogger, type Logger } from "../../runtime/log.ts";
+import type { Runnable } from "../../runtime/manager.ts";
+import { counter } from "../../runtime/metrics.ts";
+import { nodeRecord, sameRecord, unreachableRecord } from "./record.ts";
+
+export interface NodeMonitorOptions {
+  /** The fenced store: only the leader's writes land. */
+  store: Store;
+  cluster: Cluster;
+  /** Full sync period (default 10 s). */
+  intervalMs?: number;
+  /** Delay from a container event to the sync it triggers; events within it share one sync (default 1 s). */
+  debounceMs?: number;
+  /** Rewrite an unchanged record after this long, to refresh its updatedAt (default 60 s). */
+  heartbeatMs?: number;
+  /** Deadline of each engine or store call (default 10 s). */
+  callTimeoutMs?: number;
+  clock?: Clock;
+  log?: Logger;
+  registry?: Registry;
+}
+
+/** Containers whose limits count as reserved: Capstan's PodGroup instances. */
+export const reservedLabel = "io.capstan.podgroup";
+
+export function createNodeMonitor(opts: NodeMonitorOptions): Runnable {
+  return new NodeMonitor(opts);
+}
+
+interface Written {
+  record: NodeRecord;
+  /** clock.now() of the write. */
+  at: number;
+}
+
+class NodeMonitor implements Runnable {
+  readonly name = "node-monitor";
+  private readonly store: Store;
+  private readonly cluster: Cluster;
+  private readonly intervalMs: number;
+  private readonly debounceMs: number;
+  private readonly heartbeatMs: number;
+  private readonly callTimeoutMs: number;
+  private readonly clock: Clock;
+  private readonly log: Logger;
+  private readonly metrics: { syncs: ReturnType<typeof counter<"result">>; writes: ReturnType<typeof counter<"kind">> };
+
+  /** What the store holds, as far as this monitor knows: seeded by a list at start, then by its writes. */
+  private readonly written = new Map<string, Written>();
+  /** Limits of up containers by `node/id`: inspected once, dropped when the container is no longer up. */
+  private readonly limits = new Map<string, ResourceRequest>();
+
+  constructor(opts: NodeMonitorOptions) {
+    this.store = opts.store;
+    this.cluster = opts.cluster;
+    this.intervalMs = opts.intervalMs ?? 10_000;
+    this.debounceMs = opts.debounceMs ?? 1_000;
+    this.heartbeatMs = opts.heartbeatMs ?? 60_000;
+    this.callTimeoutMs = opts.callTimeoutMs ?? 10_000;
+    this.clock = opts.clock ?? realClock;
+    this.log = opts.log ?? silentLogger;
+    if (!(this.intervalMs > 0 && this.debounceMs >= 0 && this.heartbeatMs > 0 && this.callTimeoutMs > 0)) {
+      throw new RangeError("node monitor: intervalMs, heartbeatMs and callTimeoutMs must be > 0, debounceMs >= 0");
+    }
+    // Without a registry the metrics go to a private one nobody scrapes.
+    const registry = opts.registry ?? new Registry();
+    this.metrics = {
+      syncs: counter(registry, { name: "node_monitor_syncs_total", help: "Node monitor sync passes by result", labelNames: ["result"] }),
+      writes: counter(registry, { name: "node_monitor_writes_total", help: "Node records written or deleted", labelNames: ["kind"] }),
+    };
+  }
+
+  async start(signal: AbortSignal): Promise<void> {
+    let dirty = false;
+    let wake: (() => void) | undefined;
+    let debounce: TimerHandle | undefined;
+    const trigger = () => {
+      dirty = true;
+      wake?.();
+    };
+    const subscription = this.cluster.subscribe(
+      () => {
+        // Every relist, node state change or container event of interest: sync soon, once.
+        debounce ??= this.clock.setTimer(this.debounceMs, () => {
+          debounce = undefined;
+          trigger();
+        });
+      },
+      { filters: { label: [reservedLabel], event: ["start", "die", "destroy"] } },
+    );
+    try {
+      await this.seed(signal);
+      while (!signal.aborted) {
+        dirty = false;
+        await this.syncOnce(signal);
+        if (dirty || signal.aborted) continue;
+        await new Promise<void>((resolve) => {
+          const timer = this.clock.setTimer(this.intervalMs, done);
+          function done() {
+            timer.cancel();
+            signal.removeEventListener("abort", done);
+            wake = undefined;
+            resolve();
+          }
+          wake = done;
+          signal.addEventListener("abort", done, { once: true });
+        });
+      }
+    } finally {
+      debounce?.cancel();
+      await subscription.unsubscribe();
+    }
+  }
+
+  /** Learn which records exist, so unchanged ones are not rewritten and stale ones can be deleted. */
+  private async seed(signal: AbortSignal): Promise<void> {
+    try {
+      const page = await this.bounded("list node records", signal, () => this.store.list(keys.nodes));
+      const now = this.clock.now();
+      for (const kv of page.items) {
+        try {
+          this.written.set(nameOf(kv.key), { record: JSON.parse(kv.value) as NodeRecord, at: now - this.heartbeatMs });
+        } catch {
+          // Unreadable: treat as absent; the first sync overwrites it.
+        }
+      }
+    } catch (e) {
+      if (!signal.aborted) this.log.warn({ err: e }, "cannot list node records; every record will be written");
+    }
+  }
+
+  /** One pass over every node. Never throws: failures are logged, counted and retried next pass. */
+  private async syncOnce(signal: AbortSignal): Promise<void> {
+    try {
+      const nodes = await this.bounded("cluster nodes", signal, (s) => this.cluster.nodes({ signal: s }));
+      const records = await Promise.all(nodes.map((n) => this.observe(n, signal)));
+      await Promise.all(records.map((r) => this.write(r, signal)));
+      const current = new Set(nodes.map((n) => n.name));
+      for (const name of [...this.written.keys()].filter((n) => !current.has(n))) await this.forget(name, signal);
+      this.metrics.syncs.inc({ result: "ok" });
+    } catch (e) {
+      if (signal.aborted) return;
+      this.metrics.syncs.inc({ result: "error" });
+      this.log.warn({ err: e }, "node sync failed; retrying at the next interval");
+    }
+  }
+
+  private async observe(node: NodeResources, signal: AbortSignal): Promise<NodeRecord> {
+    const now = new Date();
+    const previous = this.written.get(node.name)?.record;
+    if (node.state !== "ready") return unreachableRecord(node, node.error ?? "unreachable", previous, now);
+    try {
+      return nodeRecord(node, await this.reserved(node.name, signal), now);
+    } catch (e) {
+      if (signal.aborted) throw e;
+      const reason = e instanceof Error ? e.message : String(e);
+      return unreachableRecord(node, `listing containers failed: ${reason}`, previous, now);
+    }
+  }
+
+  /** Summed limits of the node's up Capstan containers. */
+  private async reserved(node: string, signal: AbortSignal): Promise<ResourceRequest> {
+    const up: ContainerSummary[] = await this.bounded(`list containers on ${node}`, signal, (s) =>
+      this.cluster.listContainers(node, {
+        all: true,
+        filters: { label: [reservedLabel], status: ["running", "paused", "restarting"] },
+        signal: s,
+      }),
+    );
+    const seen = new Set<string>();
+    const total = { memoryBytes: 0, nanoCpus: 0 };
+    await Promise.all(
+      up.map(async (c) => {
+        const key = `${node}/${c.id}`;
+        seen.add(key);
+        let request = this.limits.get(key);
+        if (request === undefined) {
+          try {
+            const details = await this.bounded(`inspect ${c.name} on ${node}`, signal, (s) => this.cluster.inspect(c, { signal: s }));
+            // Stopped (or not ours) since the list: it reserves nothing.
+            request = reservationOf(details) ?? { memoryBytes: 0, nanoCpus: 0 };
+            if (details.status.running || details.status.paused || details.status.restarting) this.limits.set(key, request);
+          } catch (e) {
+            if (e instanceof NotFoundError) return; // removed since the list
+            throw e;
+          }
+        }
+        total.memoryBytes += request.memoryBytes;
+        total.nanoCpus += request.nanoCpus;
+      }),
+    );
+    for (const key of this.limits.keys()) if (key.startsWith(`${node}/`) && !seen.has(key)) this.limits.delete(key);
+    return total;
+  }
+
+  private async write(record: NodeRecord, signal: AbortSignal): Promise<void> {
+    const last = this.written.get(record.name);
+    const fresh = last !== undefined && this.clock.now() - last.at < this.heartbeatMs;
+    if (last !== undefined && fresh && sameRecord(last.record, record)) return;
+    await this.bounded(`write node record ${record.name}`, signal, () => this.store.put(keys.node(record.name), JSON.stringify(record)));
+    if (last === undefined || !sameRecord(last.record, record)) {
+      this.log.info({ node: record.name, state: record.state, reserved: record.reserved, error: record.error }, "node record changed");
+    }
+    this.written.set(record.name, { record, at: this.clock.now() });
+    this.metrics.writes.inc({ kind: "put" });
+  }
+
+  private async forget(name: string, signal: AbortSignal): Promise<void> {
+    await this.bounded(`delete node record ${name}`, signal, () => this.store.delete(keys.node(name)));
+    this.written.delete(name);
+    this.metrics.writes.inc({ kind: "delete" });
+    this.log.info({ node: name }, "node left the cluster; record deleted");
+  }
+
+  /** `call`, given a signal that aborts at the deadline or on stop; rejects at the deadline either way. */
+  private async bounded<T>(what: string, outer: AbortSignal, call: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const abort = new AbortController();
+    const forward = () => abort.abort(outer.reason);
+    outer.addEventListener("abort", forward, { once: true });
+    try {
+      return await withDeadline(call(abort.signal), this.callTimeoutMs, this.clock, what, outer);
+    } finally {
+      outer.removeEventListener("abort", forward);
+      abort.abort();
+    }
+  }
+}
