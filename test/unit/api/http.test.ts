@@ -41,7 +41,7 @@ function app() {
   return a;
 }
 
-const post = (path: string, body: BodyInit, headers: Record<string, string> = { "content-type": "application/json" }) =>
+const post = (path: string, body: RequestInit["body"], headers: Record<string, string> = { "content-type": "application/json" }) =>
   app().request(path, { method: "POST", body, headers });
 
 describe("readJson", () => {
