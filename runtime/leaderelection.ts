@@ -139,8 +139,12 @@ export class LeaderElector implements Elector {
   private current: ElectorState = "stopped";
   private term: Term | undefined;
   private leaderAbort: AbortController | undefined;
-  /** A lease granted for a campaign whose outcome we do not know yet (the txn timed out). */
-  private pendingLease: LeaseLike | undefined;
+  /**
+   * A lease granted for a campaign whose outcome we do not know yet (the txn timed out), with when
+   * its grant was sent: the store counts its TTL from no earlier than that, so a term won through
+   * it must count its renew deadline from then too.
+   */
+  private pendingLease: { lease: LeaseLike; sentAt: number } | undefined;
   private stopController: AbortController | undefined;
   private loop: Promise<void> | undefined;
   private callbacks: LeadershipCallbacks | undefined;
@@ -226,11 +230,11 @@ export class LeaderElector implements Elector {
     while (!signal.aborted) {
       try {
         const holder = await this.call(this.store.get(this.key), "get leader key", signal);
-        if (holder && this.pendingLease && holder.lease === this.pendingLease.id) {
+        if (holder && this.pendingLease && holder.lease === this.pendingLease.lease.id) {
           // Our earlier create went through although we never saw the answer.
-          const lease = this.pendingLease;
+          const { lease, sentAt } = this.pendingLease;
           this.pendingLease = undefined;
-          return this.won(lease, holder.createRevision, this.clock.now());
+          return this.won(lease, holder.createRevision, sentAt);
         }
         await this.dropPendingLease();
         if (holder) {
@@ -241,7 +245,7 @@ export class LeaderElector implements Elector {
         }
         const sentAt = this.clock.now();
         const lease = await this.call(this.store.grantLease(this.ttlSeconds), "grant lease", signal);
-        this.pendingLease = lease;
+        this.pendingLease = { lease, sentAt };
         const res = await this.call(
           this.store.txn(
             [{ key: this.key, target: "createRevision", equals: 0 }],
@@ -388,10 +392,10 @@ export class LeaderElector implements Elector {
   }
 
   private async dropPendingLease(): Promise<void> {
-    const lease = this.pendingLease;
-    if (!lease) return;
+    const pending = this.pendingLease;
+    if (!pending) return;
     this.pendingLease = undefined;
-    await withDeadline(lease.revoke(), this.retryPeriodMs, this.clock, "lease revoke").catch(() => {});
+    await withDeadline(pending.lease.revoke(), this.retryPeriodMs, this.clock, "lease revoke").catch(() => {});
   }
 
   private call<T>(p: Promise<T>, what: string, signal: AbortSignal, ms = this.retryPeriodMs * 2): Promise<T> {

@@ -98,6 +98,54 @@ describe("LeaderElector", () => {
     await b.elector.stop();
   });
 
+  it("counts the renew deadline from the lease grant when it learns late that its campaign won", async () => {
+    const { clock, store } = world();
+    // A's create-leader-key transaction is applied, but its answer never arrives; the read that
+    // then finds the key (ours: the pending lease) is slow. A learns it leads 9.9 s after the grant.
+    let loseTxnAnswer = true;
+    let slowGet = false;
+    const lossy = {
+      grantLease: (ttl: number) => store.grantLease(ttl),
+      watch: store.watch.bind(store),
+      async txn(...args: Parameters<FakeListWatch["txn"]>) {
+        const res = await store.txn(...args);
+        if (!loseTxnAnswer) return res;
+        loseTxnAnswer = false;
+        slowGet = true;
+        return new Promise<never>(() => {});
+      },
+      async get(key: string) {
+        if (slowGet) {
+          slowGet = false;
+          await clock.sleep(3_900);
+        }
+        return store.get(key);
+      },
+    };
+    store.keepAliveGate = new Promise(() => {}); // and no renewal ever gets through
+    const t0 = clock.now();
+    const a = new LeaderElector({ store: lossy, key: KEY, identity: "a", clock });
+    const timeline: string[] = [];
+    a.start({
+      onStartedLeading: () => timeline.push(`a started +${clock.now() - t0}`),
+      onStoppedLeading: (info) => timeline.push(`a stopped +${clock.now() - t0}: ${info.reason}`),
+    });
+    await flushMicrotasks();
+    const b = candidate(store, clock, "b");
+    let overlap = false;
+    for (let i = 0; i < 250; i++) {
+      await clock.advanceAsync(100);
+      if (a.state() === "leading" && b.elector.state() === "leading") overlap = true;
+    }
+    // The store expires the lease 15 s after the grant was sent; A must have stopped acting by the
+    // grant + renewDeadline (10 s), not 10 s after it learned of its win.
+    expect(timeline).toEqual(["a started +9900", "a stopped +10000: no successful renewal for 10000 ms"]);
+    expect(overlap).toBe(false);
+    expect(b.elector.state()).toBe("leading");
+    await a.stop();
+    await b.elector.stop();
+  });
+
   it("steps down at once when the store says the lease is gone", async () => {
     const { clock, store } = world();
     const a = candidate(store, clock, "a");
