@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
+import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { formatPath, ManifestError, parseManifest, readManifest } from "../../../cli/manifest.ts";
 
@@ -108,6 +109,11 @@ describe("readManifest", () => {
     writeFileSync(path, hello);
     expect((await readManifest(path))[0]!.name).toBe("hello");
     expect((await readManifest("-", Readable.from([Buffer.from(hello)])))[0]!.name).toBe("hello");
+  });
+
+  it("reads examples/hello.yaml, the group scripts/up applies", async () => {
+    const [spec] = await readManifest(fileURLToPath(new URL("../../../examples/hello.yaml", import.meta.url)));
+    expect(spec).toMatchObject({ name: "hello", numInstances: 2, restartPolicy: "always", pod: { network: "none", containers: [{ image: "capstan/busybox:latest" }] } });
   });
 
   it("names a file it cannot read", async () => {

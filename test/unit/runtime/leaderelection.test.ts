@@ -127,8 +127,12 @@ describe("LeaderElector", () => {
     const a = new LeaderElector({ store: lossy, key: KEY, identity: "a", clock });
     const timeline: string[] = [];
     a.start({
-      onStartedLeading: () => timeline.push(`a started +${clock.now() - t0}`),
-      onStoppedLeading: (info) => timeline.push(`a stopped +${clock.now() - t0}: ${info.reason}`),
+      onStartedLeading: () => {
+        timeline.push(`a started +${clock.now() - t0}`);
+      },
+      onStoppedLeading: (info) => {
+        timeline.push(`a stopped +${clock.now() - t0}: ${info.reason}`);
+      },
     });
     await flushMicrotasks();
     const b = candidate(store, clock, "b");

@@ -1,0 +1,33 @@
+import { describe, expect, it } from "vitest";
+import { orchestratorOptionDefs, orchestratorSettings } from "../../../cli/orchestrator-options.ts";
+import { parseArgs, usage, UsageError } from "../../../cli/options.ts";
+
+const settings = (argv: string[], env: Record<string, string> = {}) => orchestratorSettings(parseArgs(argv, orchestratorOptionDefs, env).options);
+
+describe("orchestrator options", () => {
+  it("default to DESIGN.md section 7: update wait 10 s, refresh 30 s, 8 workers, dependency GC 5 min", () => {
+    expect(settings([])).toEqual({ updateWaitMs: 10_000, refreshIntervalMs: 30_000, workers: 8 });
+    expect(parseArgs([], orchestratorOptionDefs, {}).options["depends-gc"]).toBe(300_000);
+  });
+
+  it("take the command line over the environment", () => {
+    expect(settings(["-update-wait", "1s", "--refresh-interval=2s"], { CAPSTAN_UPDATE_WAIT: "3s", CAPSTAN_WORKERS: "2" })).toEqual({
+      updateWaitMs: 1_000,
+      refreshIntervalMs: 2_000,
+      workers: 2,
+    });
+  });
+
+  it("refuse values that cannot work, naming the option", () => {
+    expect(() => settings(["-workers", "0"])).toThrow(new UsageError("-workers: 0 must be at least 1"));
+    expect(() => settings(["-refresh-interval", "0"])).toThrow(new UsageError("-refresh-interval: must be more than 0"));
+    expect(() => settings(["-update-wait", "10"])).toThrow(/-update-wait: invalid duration "10"/);
+    expect(() => settings(["-workers", "many"])).toThrow(/-workers: "many" is not a whole number/);
+  });
+
+  it("say in -h that -depends-gc is accepted ahead of the Dependency controller", () => {
+    const text = usage("orchestrator", "", orchestratorOptionDefs);
+    expect(text).toMatch(/-depends-gc DURATION +.*accepted now.*\(default 5m\) \[CAPSTAN_DEPENDS_GC\]/);
+    expect(text).toMatch(/-workers N +.*\(default 8\) \[CAPSTAN_WORKERS\]/);
+  });
+});
