@@ -50,9 +50,15 @@ export function assertLeaseId(lease: unknown): asserts lease is string {
   }
 }
 
+/** etcd's MaxLeaseTTL (server/lease/lessor.go): a longer grant fails there with "too large lease TTL". */
+export const MAX_LEASE_TTL_SECONDS = 9_000_000_000;
+
 export function assertTtl(ttlSeconds: unknown): asserts ttlSeconds is number {
   if (typeof ttlSeconds !== "number" || !Number.isSafeInteger(ttlSeconds) || ttlSeconds < 1) {
     throw new RangeError(`lease TTL must be a positive whole number of seconds, got ${String(ttlSeconds)}`);
+  }
+  if (ttlSeconds > MAX_LEASE_TTL_SECONDS) {
+    throw new RangeError(`lease TTL must be at most ${MAX_LEASE_TTL_SECONDS} seconds (etcd's maximum), got ${ttlSeconds}`);
   }
 }
 

@@ -49,6 +49,12 @@ export interface SqliteStoreOptions {
 const ABOVE_EVERY_KEY = Buffer.from([0xff]);
 const NO_LOWER_CUT = Buffer.alloc(0);
 
+/**
+ * setTimeout's longest delay (~24.8 days). Node runs a longer one after 1 ms instead, which for a
+ * lease timer would mean expiring (a write transaction) in a busy loop; so longer waits re-arm.
+ */
+const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
+
 export class SqliteStore implements Store {
   readonly description: string;
   private readonly db: Database.Database;
@@ -335,13 +341,18 @@ export class SqliteStore implements Store {
 
   private armLeaseTimer(id: number, expiresAt: number): void {
     this.clearLeaseTimer(id);
-    const timer = setTimeout(() => {
-      try {
-        this.expireLease(id);
-      } catch {
-        // Database busy: the poll (while watches exist) or the next open reaps it.
-      }
-    }, Math.max(0, expiresAt - Date.now()));
+    const timer = setTimeout(
+      () => {
+        // A long TTL wakes up early (see MAX_TIMER_DELAY_MS) and waits again, without touching the database.
+        if (Date.now() < expiresAt) return this.armLeaseTimer(id, expiresAt);
+        try {
+          this.expireLease(id);
+        } catch {
+          // Database busy: the poll (while watches exist) or the next open reaps it.
+        }
+      },
+      Math.min(MAX_TIMER_DELAY_MS, Math.max(0, expiresAt - Date.now())),
+    );
     // Like an etcd lease, a pending expiry does not keep the process alive.
     timer.unref();
     this.leaseTimers.set(id, timer);

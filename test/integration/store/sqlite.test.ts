@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { SqliteStore } from "../../../adapters/store/sqlite.ts";
 import { record, waitFor } from "./contract.ts";
 
@@ -114,6 +114,30 @@ describe("SqliteStore", () => {
     await expect(lease.keepAliveOnce()).rejects.toThrow(/closed/);
     const again = await second.grantLease(1);
     expect(Number(again.id)).toBeGreaterThan(Number(lease.id)); // lease ids are never reused
+  });
+
+  it("waits out a lease TTL longer than setTimeout's limit without spinning, then expires it", async () => {
+    const MAX_TIMER_MS = 2 ** 31 - 1; // Node runs a longer setTimeout after 1 ms
+    const ttlMs = 30 * 24 * 3600 * 1000;
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] }); // these clamp as Node does
+    try {
+      const store = openStore();
+      const lease = await store.grantLease(ttlMs / 1000);
+      await store.put("/long/a", "1", { lease: lease.id });
+      const arms = vi.spyOn(globalThis, "setTimeout");
+      vi.advanceTimersByTime(10_000);
+      expect(arms).not.toHaveBeenCalled(); // the expiry timer is not re-armed every millisecond
+      vi.advanceTimersByTime(MAX_TIMER_MS - 10_000); // the longest timer fires: it re-arms, nothing more
+      expect(arms).toHaveBeenCalledTimes(1);
+      expect(await store.get("/long/a")).not.toBeNull();
+      vi.advanceTimersByTime(ttlMs - MAX_TIMER_MS - 1);
+      expect(await store.get("/long/a")).not.toBeNull();
+      vi.advanceTimersByTime(1);
+      expect(await store.get("/long/a")).toBeNull();
+      await store.close();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("compaction physically drops superseded history and keeps what reads at or above it need", async () => {

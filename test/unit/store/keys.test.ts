@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { assertCompares, assertOps, prefixRangeEnd } from "../../../adapters/store/keys.ts";
+import { assertCompares, assertOps, assertTtl, prefixRangeEnd } from "../../../adapters/store/keys.ts";
 import { serverAnswersProgressInOrder } from "../../../adapters/store/etcd.ts";
 
 describe("prefixRangeEnd", () => {
@@ -57,5 +57,15 @@ describe("serverAnswersProgressInOrder", () => {
     expect(serverAnswersProgressInOrder("3.5.13")).toBe(true);
     expect(serverAnswersProgressInOrder("3.6.0")).toBe(true);
     expect(serverAnswersProgressInOrder("garbage")).toBe(false);
+  });
+});
+
+describe("assertTtl", () => {
+  it("accepts whole seconds from 1 up to etcd's MaxLeaseTTL (9e9 s) and refuses more", () => {
+    expect(() => assertTtl(1)).not.toThrow();
+    expect(() => assertTtl(9_000_000_000)).not.toThrow();
+    expect(() => assertTtl(9_000_000_001)).toThrow(new RangeError("lease TTL must be at most 9000000000 seconds (etcd's maximum), got 9000000001"));
+    expect(() => assertTtl(0)).toThrow(RangeError);
+    expect(() => assertTtl(1.5)).toThrow(RangeError);
   });
 });
