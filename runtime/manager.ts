@@ -23,7 +23,8 @@
 // grace: someone else may be leading). With the default elector (recampaign: false) the manager
 // then stops and finished() reports exit code 1, so that a supervisor restarts the process with a
 // clean slate (controller-runtime exits the same way). With `recampaign: true` on the elector the
-// manager waits for the runnables to finish and stays up as a follower.
+// manager waits for the runnables to finish (all of them, with no time limit: a next term must not
+// overlap this one) and stays up as a follower.
 import { serve, type ServerType } from "@hono/node-server";
 import { Hono } from "hono";
 import type { AddressInfo } from "node:net";
@@ -235,13 +236,21 @@ export class Manager {
   }
 
   private async endTerm(info: StoppedLeading): Promise<void> {
-    // The elector has aborted the term's signal already; wait for the runnables to wind down so
-    // that a next term never overlaps with this one.
+    // The elector has aborted the term's signal already; wait for the runnables to wind down.
     this.termAbort?.abort(new LeadershipLostError(info.reason));
-    await this.settle(this.termRuns, this.gracefulShutdownMs);
+    const recampaigning = info.kind === "lost" && this.opts.elector?.state() !== "stopped";
+    if (recampaigning) {
+      // The elector campaigns again only after this returns, so waiting here for *every* runnable,
+      // however long it takes, is what keeps a next term from overlapping this one (a controller
+      // started twice, or a straggler writing under the next term's fence). Only a manager stop
+      // cuts the wait short: shutdown bounds it with its own grace period.
+      await untilSettledOrAborted(this.termRuns, this.generalAbort.signal);
+    } else {
+      await this.settle(this.termRuns, this.gracefulShutdownMs);
+    }
     this.termRuns = [];
     if (info.kind !== "lost") return;
-    if (this.opts.elector?.state() === "stopped") {
+    if (!recampaigning) {
       this.log.error({ reason: info.reason }, "leadership lost; stopping");
       // Not awaited: stop() waits for the elector, which is waiting for this callback.
       void this.stop(new LeadershipLostError(info.reason));
@@ -335,4 +344,17 @@ export class Manager {
   private assertNotStarted(): void {
     if (this.started) throw new Error(`manager ${this.name} is already started`);
   }
+}
+
+/** Resolves once every run has settled or `signal` has aborted, whichever comes first. */
+function untilSettledOrAborted(runs: Promise<void>[], signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    signal.addEventListener("abort", done, { once: true });
+    void Promise.all(runs).then(done);
+  });
 }

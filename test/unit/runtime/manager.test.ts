@@ -69,6 +69,57 @@ describe("Manager with leader election", () => {
     expect(elector.state()).toBe("stopped");
   });
 
+  it("with recampaign, starts no new term before every runnable of the last one has finished", async () => {
+    const { clock, store } = world(true);
+    const elector = new LeaderElector({ store, key: "/leader-slow", identity: "me", clock, recampaign: true });
+    const manager = new Manager({ name: "m", elector, clock, gracefulShutdownMs: 1_000 });
+    const log: string[] = [];
+    let running = 0;
+    // Like a Controller: refuses a second start while running, and drains for 5 s after its abort
+    // (longer than the grace period).
+    manager.add({
+      name: "slow-controller",
+      start: async (signal) => {
+        if (running > 0) throw new Error("slow-controller is already running");
+        running++;
+        log.push(`start +${clock.now() - t0}`);
+        await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
+        await clock.sleep(5_000);
+        running--;
+        log.push(`stop +${clock.now() - t0}`);
+      },
+    });
+    const t0 = clock.now();
+    await manager.start();
+    await flushMicrotasks();
+    for (const lease of store.leases.values()) lease.expiresAt = clock.now();
+    for (let i = 0; i < 150; i++) await clock.advanceAsync(100); // renewal at +5 s finds the lease gone
+    // Lost at +5 s; the runnable finished at +10 s; only then was the elector let campaign again.
+    expect(log).toEqual(["start +0", "stop +10000", "start +10000"]);
+    expect(elector.state()).toBe("leading");
+    const stopping = manager.stop();
+    await clock.advanceAsync(5_000);
+    await stopping;
+    expect(await manager.finished()).toEqual({ code: 0 });
+  });
+
+  it("with recampaign, a stop while waiting for the last term's runnables is still bounded by the grace period", async () => {
+    const { clock, store } = world(true);
+    const elector = new LeaderElector({ store, key: "/leader-stuck", identity: "me", clock, recampaign: true });
+    const manager = new Manager({ name: "m", elector, clock, gracefulShutdownMs: 1_000 });
+    manager.add({ name: "stuck", start: () => new Promise<void>(() => {}) }); // ignores its abort
+    await manager.start();
+    await flushMicrotasks();
+    for (const lease of store.leases.values()) lease.expiresAt = clock.now();
+    await clock.advanceAsync(5_000); // lost; the manager now waits for "stuck"
+    expect(elector.state()).toBe("following");
+    const stopping = manager.stop();
+    await clock.advanceAsync(1_000);
+    await stopping;
+    expect(await manager.finished()).toEqual({ code: 0 });
+    expect(elector.state()).toBe("stopped");
+  });
+
   it("answers /readyz from its checks (without a server: Hono's app.request)", async () => {
     const { manager } = world(false);
     expect((await manager.app.request("/readyz")).status).toBe(503); // not started
