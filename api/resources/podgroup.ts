@@ -122,6 +122,11 @@ export interface ContainerStatus {
   status: string;
   exitCode?: number;
   startedAt?: string;
+  /**
+   * The container's data format (io.capstan.format), present only when it is older than the
+   * current one: such a container was adopted in place and is replaced only on a version change.
+   */
+  format?: string;
 }
 
 export interface PodStatus {

@@ -1,0 +1,189 @@
+// The PodGroup controller, assembled: three informers (specs, statuses, tasks), the container
+// watch cache, and the Controller that runs PodGroupReconciler over them.
+//
+// What enqueues a group (the key is the group name):
+//   - its spec changed (podgroups informer);
+//   - its status was changed by someone else (our own writes are recognised and skipped);
+//   - a refresh task names it (tasks informer; high priority; the task is deleted once done);
+//   - one of its containers changed on an engine (container cache: die, destroy and oom at a high
+//     priority, so repairs start within the event's round trip), or its node came or went;
+//   - its own requeueAfter: the periodic refresh (refreshIntervalMs, +-10 % jitter), the update
+//     wait, a restart back-off or a runtime check falling due.
+import { Registry } from "prom-client";
+import { ContainerCache } from "../../adapters/cluster/container-cache.ts";
+import type { Cluster } from "../../adapters/cluster/index.ts";
+import type { Store } from "../../adapters/store/store.ts";
+import { realClock, type Clock } from "../../runtime/clock.ts";
+import { Controller } from "../../runtime/controller.ts";
+import { Informer } from "../../runtime/informer.ts";
+import { silentLogger, type Logger } from "../../runtime/log.ts";
+import type { Runnable } from "../../runtime/manager.ts";
+import { informerSource, type Source } from "../../runtime/source.ts";
+import { labelKeys } from "./naming.ts";
+import { NodeView } from "./nodes.ts";
+import { PodGroupReconciler } from "./reconciler.ts";
+import { defaultRestartBackoff, type RestartBackoff } from "./restart.ts";
+import { decodeSpec, decodeStatus, decodeTask, layout, type StatusEntry, type TaskEntry } from "./stored.ts";
+
+export interface PodGroupControllerOptions {
+  /** The FENCED store: every write of the controller must be refused once it is not the leader. */
+  store: Store;
+  cluster: Cluster;
+  /** Wait between removing an instance and deploying its new version on a spec update (10 s). */
+  updateWaitMs?: number;
+  /** Periodic refresh of every group, jittered +-10 % (30 s). */
+  refreshIntervalMs?: number;
+  /** Groups reconciled at once (8). */
+  workers?: number;
+  /** Restart back-off: 1 s doubling to 5 min, reset after 10 min of running. */
+  restartBackoff?: Partial<RestartBackoff>;
+  /** Root of the key layout (default /platform/orchestrator/); tests use a unique root. */
+  prefix?: string;
+  /** Upper bound of one reconcile (default 5 min: a stop may take the pod's killTimeout, up to 120 s). */
+  reconcileTimeoutMs?: number;
+  clock?: Clock;
+  /** Wall clock for times kept in the store (restart back-off, rollout step); default Date.now. */
+  now?: () => number;
+  log?: Logger;
+  registry?: Registry;
+}
+
+export interface PodGroupController {
+  /** Add each with manager.addInformer(). */
+  informers: Informer<unknown>[];
+  /** Add each with manager.add(): the container cache, then the controller. */
+  runnables: Runnable[];
+  /** The container watch cache (also a Runnable in `runnables`), for tests and other readers. */
+  cache: ContainerCache;
+  controller: Controller;
+}
+
+/** Priority of keys from refresh tasks and from container deaths: ahead of routine work. */
+const highPriority = 100;
+const urgentActions = new Set(["die", "destroy", "oom", "node-unreachable", "node-ready"]);
+
+export function createPodGroupController(opts: PodGroupControllerOptions): PodGroupController {
+  const clock = opts.clock ?? realClock;
+  const log = (opts.log ?? silentLogger).child({ component: "podgroup" });
+  const registry = opts.registry ?? new Registry();
+  const keys = layout(opts.prefix);
+  const updateWaitMs = opts.updateWaitMs ?? 10_000;
+  const refreshIntervalMs = opts.refreshIntervalMs ?? 30_000;
+  if (!(updateWaitMs >= 0)) throw new RangeError(`updateWaitMs must be >= 0 (got ${updateWaitMs})`);
+  if (!(refreshIntervalMs > 0)) throw new RangeError(`refreshIntervalMs must be > 0 (got ${refreshIntervalMs})`);
+  const backoff = { ...defaultRestartBackoff, ...opts.restartBackoff };
+  if (!(backoff.initialMs > 0 && backoff.maxMs >= backoff.initialMs && backoff.resetAfterMs > 0)) {
+    throw new RangeError("restartBackoff needs 0 < initialMs <= maxMs and resetAfterMs > 0");
+  }
+
+  const specs = new Informer({ name: "podgroups", source: opts.store, prefix: keys.podGroups, decode: decodeSpec, clock, log, registry });
+  const statuses = new Informer({ name: "podgroup-status", source: opts.store, prefix: keys.status, decode: decodeStatus, clock, log, registry });
+  const tasks = new Informer({ name: "orchestrator-tasks", source: opts.store, prefix: keys.tasks, decode: decodeTask, clock, log, registry });
+  const cache = new ContainerCache({
+    cluster: opts.cluster,
+    name: "podgroup-containers",
+    labelFilter: [labelKeys.podGroup],
+    indexLabels: [labelKeys.podGroup],
+    clock,
+    log,
+    registry,
+  });
+  const nodes = new NodeView(opts.cluster, cache, clock);
+  const reconciler = new PodGroupReconciler({
+    store: opts.store,
+    cluster: opts.cluster,
+    cache,
+    nodes,
+    specs,
+    statuses,
+    tasks,
+    layout: keys,
+    updateWaitMs,
+    refreshIntervalMs,
+    backoff,
+    now: opts.now ?? Date.now,
+    random: Math.random,
+    deployConcurrency: 16,
+    removeConcurrency: 8,
+    maxDeploysPerPass: 64,
+  });
+
+  const controller = new Controller({
+    name: "podgroup",
+    reconcile: reconciler.reconcile,
+    watches: [
+      informerSource(specs, (e) => [e.name]),
+      statusSource(statuses, (name) => reconciler.lastStatusRevision(name)),
+      taskSource(tasks),
+      cache.source(
+        (c) => {
+          const g = c.labels[labelKeys.podGroup];
+          return g ? [g] : [];
+        },
+        (change) => (urgentActions.has(change.action) ? highPriority : 0),
+      ),
+    ],
+    maxConcurrentReconciles: opts.workers ?? 8,
+    reconcileTimeoutMs: opts.reconcileTimeoutMs ?? 300_000,
+    clock,
+    log,
+    registry,
+  });
+
+  return {
+    informers: [specs, statuses, tasks] as Informer<unknown>[],
+    runnables: [cache, controller],
+    cache,
+    controller,
+  };
+}
+
+/**
+ * Status changes made by anyone but this controller (a status deleted or tampered with) enqueue
+ * the group so it is recomputed; the echo of our own last write does not.
+ */
+function statusSource(statuses: Informer<StatusEntry>, ownRevision: (name: string) => number | undefined): Source {
+  let unregister: (() => void) | undefined;
+  const foreign = (e: StatusEntry) => e.modRevision !== ownRevision(e.name);
+  return {
+    name: "status:podgroup-status",
+    start(enqueue) {
+      unregister?.();
+      unregister = statuses.addEventHandler({
+        // Initial adds: the specs informer already enqueues every group.
+        onAdd: (e, _key, meta) => {
+          if (!meta.isInInitialList && foreign(e)) enqueue(e.name);
+        },
+        onUpdate: (_old, e) => {
+          if (foreign(e)) enqueue(e.name);
+        },
+        onDelete: (e) => enqueue(e.name),
+      });
+    },
+    stop() {
+      unregister?.();
+      unregister = undefined;
+    },
+    waitForSync: (signal, timeoutMs) => statuses.waitForSync(signal, timeoutMs),
+  };
+}
+
+/** Refresh tasks enqueue their group at high priority; the reconcile deletes them when done. */
+function taskSource(tasks: Informer<TaskEntry>): Source {
+  let unregister: (() => void) | undefined;
+  return {
+    name: "tasks:podgroup",
+    start(enqueue) {
+      unregister?.();
+      const on = (e: TaskEntry) => {
+        if (e.task) enqueue(e.task.podGroup, { priority: highPriority });
+      };
+      unregister = tasks.addEventHandler({ onAdd: on, onUpdate: (_old, e) => on(e) });
+    },
+    stop() {
+      unregister?.();
+      unregister = undefined;
+    },
+    waitForSync: (signal, timeoutMs) => tasks.waitForSync(signal, timeoutMs),
+  };
+}

@@ -1,0 +1,91 @@
+// How a PodGroup's containers are named and labelled (DESIGN.md section 5), and how a container
+// found on an engine is traced back to (group, instance, version, drift, container index) without
+// the store. Pure functions.
+//
+//   name    <podgroup>.v<version>-i<instance>-d<drift>, plus -c<index> for the 2nd+ container
+//   labels  io.capstan.podgroup, .namespace, .instance, .version, .drift, .container-index, .format
+//
+// A container that carries io.capstan.podgroup but not io.capstan.format=2 is of an older data
+// format: its fields come from its labels where present, else from its name. Labels cannot be
+// added to an existing container, so it keeps that format for life; the controller adopts it in
+// place (renames it to the current name form) and replaces it only when its version is stale.
+// A container without io.capstan.podgroup is not ours, whatever its name (never touched).
+
+export const labelKeys = {
+  podGroup: "io.capstan.podgroup",
+  namespace: "io.capstan.namespace",
+  instance: "io.capstan.instance",
+  version: "io.capstan.version",
+  drift: "io.capstan.drift",
+  containerIndex: "io.capstan.container-index",
+  format: "io.capstan.format",
+} as const;
+
+/** The data format containers are created with now. */
+export const currentFormat = "2";
+
+export interface PodContainerRef {
+  group: string;
+  instance: number;
+  version: number;
+  drift: number;
+  /** 0 for the pod's first container. */
+  index: number;
+}
+
+export interface ContainerIdentity extends PodContainerRef {
+  /** The io.capstan.format label, or "1" when it is missing (the format before labels carried it). */
+  format: string;
+}
+
+export function containerName(r: PodContainerRef): string {
+  return `${r.group}.v${r.version}-i${r.instance}-d${r.drift}${r.index > 0 ? `-c${r.index}` : ""}`;
+}
+
+export function containerLabels(r: PodContainerRef & { namespace: string }): Record<string, string> {
+  return {
+    [labelKeys.podGroup]: r.group,
+    [labelKeys.namespace]: r.namespace,
+    [labelKeys.instance]: String(r.instance),
+    [labelKeys.version]: String(r.version),
+    [labelKeys.drift]: String(r.drift),
+    [labelKeys.containerIndex]: String(r.index),
+    [labelKeys.format]: currentFormat,
+  };
+}
+
+const namePattern = /\.v(\d+)-i(\d+)-d(\d+)(?:-c(\d+))?$/;
+
+function count(text: string | undefined): number | undefined {
+  if (text === undefined || !/^\d{1,9}$/.test(text)) return undefined;
+  return Number(text);
+}
+
+/**
+ * Who a container belongs to, or undefined when it is not one of `group`'s containers or cannot
+ * be placed (a current-format container with a broken label, a legacy one whose fields are in
+ * neither its labels nor its name).
+ */
+export function identify(c: { name: string; labels: Readonly<Record<string, string>> }, group: string): ContainerIdentity | undefined {
+  const l = c.labels;
+  if (l[labelKeys.podGroup] !== group) return undefined;
+  const format = l[labelKeys.format] ?? "1";
+  const fromLabels = {
+    instance: count(l[labelKeys.instance]),
+    version: count(l[labelKeys.version]),
+    drift: count(l[labelKeys.drift]),
+    index: count(l[labelKeys.containerIndex]),
+  };
+  if (format === currentFormat) {
+    const { instance, version, drift, index } = fromLabels;
+    if (instance === undefined || version === undefined || drift === undefined || index === undefined) return undefined;
+    return { group, instance, version, drift, index, format };
+  }
+  const m = namePattern.exec(c.name);
+  const instance = fromLabels.instance ?? count(m?.[2]);
+  const version = fromLabels.version ?? count(m?.[1]);
+  const drift = fromLabels.drift ?? count(m?.[3]) ?? 0;
+  const index = fromLabels.index ?? (m ? (count(m[4]) ?? 0) : 0);
+  if (instance === undefined || version === undefined) return undefined;
+  return { group, instance, version, drift, index, format };
+}

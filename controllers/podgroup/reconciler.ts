@@ -1,0 +1,817 @@
+// Reconcile(name): desired (the podgroups informer) vs actual (the container cache, corrected by
+// inspects) -> the next safe steps -> status. Level-triggered: every decision is taken from what
+// is observed now plus the few facts only the controller knows (status.internal: the rollout step,
+// restart back-off, a stateful pod's node), so a pass is correct whenever it runs, however often,
+// and after a crash at any point. See docs/podgroup-controller.md for the operations table.
+//
+// Invariants, with where they are kept:
+// - R1 never two pods for one instance: containers have deterministic names (a second create on
+//   the same node fails with ConflictError and is adopted, never duplicated), and any duplicate
+//   that a crash or a lost race left on another node is an extra of classify() and removed.
+// - R2 a step whose interruption would be unsafe is persisted BEFORE it is taken: the rollout
+//   records {instance, phase: "removing"} before removing the old pod and {phase: "removed", at}
+//   after, so a restart neither skips the update wait nor replaces two instances at once.
+// - R3 a spec update replaces one instance at a time and starts on the next only when every other
+//   instance runs (at most one unavailable because of the update), or when the next one is down
+//   anyway.
+// - R4 read-your-own-writes: every create/start/remove/rename/inspect is recorded in the cache at
+//   once, and a pass waits for the status informer to reflect the controller's last status write
+//   before it reads the status again.
+// - R5 a container whose node is unreachable is unknown, not missing: it is never replaced
+//   elsewhere (drift is a later issue) and never counted as removed.
+// - R6 a container named like ours but without our labels is not ours: it is reported, not touched.
+// - R7 status is written only when it changed (compare-and-swap on its modRevision), so refreshes
+//   do not write.
+// - R8 every restart or redeploy after a failure waits out the instance's back-off.
+import PQueue from "p-queue";
+import type { ContainerCache, CachedContainer } from "../../adapters/cluster/container-cache.ts";
+import {
+  ConflictError,
+  EngineUnavailableError,
+  NotFoundError,
+  freeCapacity,
+  parsePlacementFilters,
+  pickNode,
+  type Cluster,
+  type PlacementFilter,
+} from "../../adapters/cluster/index.ts";
+import type { Store } from "../../adapters/store/store.ts";
+import { isStateful, type PodGroupStatus } from "../../api/resources/podgroup.ts";
+import type { Informer } from "../../runtime/informer.ts";
+import type { Logger } from "../../runtime/log.ts";
+import type { ReconcileContext, Result } from "../../runtime/result.ts";
+import { killTimeoutOf, planContainer, podRequest } from "./container-spec.ts";
+import { containerName, identify, labelKeys, currentFormat } from "./naming.ts";
+import { reservationsOf, type NodeView } from "./nodes.ts";
+import {
+  classify,
+  instanceContainers,
+  podComplete,
+  podContainers,
+  podRunning,
+  type GroupView,
+  type InstanceView,
+  type PodCandidate,
+} from "./observe.ts";
+import { countExit, countFailure, type RestartBackoff } from "./restart.ts";
+import { buildStatus, sameStatus } from "./status.ts";
+import {
+  decodeStatus,
+  readInternal,
+  type InstanceRecord,
+  type Internal,
+  type Layout,
+  type SpecEntry,
+  type StatusEntry,
+  type StoredPodGroup,
+  type TaskEntry,
+} from "./stored.ts";
+
+export interface ReconcilerOptions {
+  store: Store;
+  cluster: Cluster;
+  cache: ContainerCache;
+  nodes: NodeView;
+  specs: Informer<SpecEntry>;
+  statuses: Informer<StatusEntry>;
+  tasks: Informer<TaskEntry>;
+  layout: Layout;
+  updateWaitMs: number;
+  refreshIntervalMs: number;
+  backoff: RestartBackoff;
+  /** Wall clock (ms since the epoch): persisted times must mean the same after a restart. */
+  now: () => number;
+  random: () => number;
+  /** Creates/starts in flight per pass (the cluster bounds writes per node on top). */
+  deployConcurrency: number;
+  /** Instances removed at once when a whole group is deleted. */
+  removeConcurrency: number;
+  /** Instances deployed per pass at most; the rest follow in the next pass at once. */
+  maxDeploysPerPass: number;
+}
+
+/** Someone else wrote the status between our read and our write: re-read and try again. */
+export class StatusConflictError extends Error {
+  override readonly name = "StatusConflictError";
+}
+
+/** A container of our name exists on the node but is not ours (R6). */
+export class ForeignContainerError extends Error {
+  override readonly name = "ForeignContainerError";
+}
+
+/** In-memory facts per group; losing them costs at most one extra refresh. */
+interface GroupMemory {
+  /** Revisions of our last writes per prefix, for read-your-own-writes (R4). */
+  statusRevision: number;
+  specRevision: number;
+  nextFullRefreshAt: number;
+  refreshRequestedAt: string | undefined;
+}
+
+const asap = 1;
+
+export class PodGroupReconciler {
+  private readonly memory = new Map<string, GroupMemory>();
+
+  constructor(private readonly o: ReconcilerOptions) {}
+
+  /** Revision of our last status write for `name` (the status source skips its own echo). */
+  lastStatusRevision(name: string): number | undefined {
+    return this.memory.get(name)?.statusRevision;
+  }
+
+  readonly reconcile = async (name: string, ctx: ReconcileContext): Promise<Result | void> => {
+    const o = this.o;
+    const mem = this.memory.get(name) ?? { statusRevision: 0, specRevision: 0, nextFullRefreshAt: 0, refreshRequestedAt: undefined };
+    this.memory.set(name, mem);
+    // R4: the caches must reflect our own last writes before we read them.
+    const status = await this.readStatus(name, mem, ctx.signal);
+    const specEntry = await this.readSpec(name, mem, ctx.signal);
+    const tasks = o.tasks.list().filter((t) => t.task?.podGroup === name);
+    if (!specEntry && !status) {
+      // Not a group of ours (a container of another orchestrator's group), or fully removed.
+      this.memory.delete(name);
+      await this.deleteTasks(tasks);
+      return;
+    }
+    if (specEntry && !specEntry.spec) {
+      // A spec we cannot read must not look deleted: touch nothing, say why.
+      const prev = status?.status;
+      const next: PodGroupStatus = {
+        ...(prev ?? { pods: [], observedVersion: 0, state: "failed", lastError: "", updatedAt: "" }),
+        state: "failed",
+        lastError: `the stored spec cannot be read (${specEntry.invalid}); nothing is changed until it is fixed`,
+        updatedAt: new Date(o.now()).toISOString(),
+      };
+      await this.writeStatus(name, mem, status, next);
+      return;
+    }
+    const pass = new Pass(this, name, specEntry?.spec, specEntry, status, mem, tasks, ctx);
+    return pass.run();
+  };
+
+  // ---- store access -------------------------------------------------------------------------
+
+  private async readStatus(name: string, mem: GroupMemory, signal: AbortSignal): Promise<StatusEntry | undefined> {
+    const { statuses, layout, store } = this.o;
+    if (mem.statusRevision > statuses.cacheRevision()) {
+      try {
+        await statuses.waitForRevision(mem.statusRevision, signal, 5_000);
+      } catch (e) {
+        if (signal.aborted) throw e;
+        const kv = await store.get(layout.statusOf(name));
+        return kv ? decodeStatus(kv) : undefined;
+      }
+    }
+    return statuses.get(layout.statusOf(name));
+  }
+
+  private async readSpec(name: string, mem: GroupMemory, signal: AbortSignal): Promise<SpecEntry | undefined> {
+    const { specs, layout } = this.o;
+    if (mem.specRevision > specs.cacheRevision()) await specs.waitForRevision(mem.specRevision, signal, 5_000);
+    return specs.get(layout.podGroup(name));
+  }
+
+  /** R7: compare-and-swap, only when changed. Returns the entry now stored. */
+  async writeStatus(name: string, mem: GroupMemory, prev: StatusEntry | undefined, next: PodGroupStatus): Promise<StatusEntry> {
+    if (prev && sameStatus(prev.status, next)) return prev;
+    const key = this.o.layout.statusOf(name);
+    const res = await this.o.store.put(key, JSON.stringify(next), {
+      expect: [{ key, target: "modRevision", equals: prev?.modRevision ?? 0 }],
+    });
+    if (!res.succeeded) throw new StatusConflictError(`status of ${name} changed since it was read; retrying`);
+    mem.statusRevision = res.revision;
+    return { name, status: next, modRevision: res.revision };
+  }
+
+  async deleteTasks(tasks: TaskEntry[]): Promise<void> {
+    for (const t of tasks) {
+      await this.o.store.delete(t.key, { expect: [{ key: t.key, target: "modRevision", equals: t.modRevision }] });
+    }
+  }
+
+  /** Delete spec and status (and the group's tasks) in one transaction, each only if unchanged. */
+  async deleteKeys(name: string, mem: GroupMemory, spec: SpecEntry | undefined, status: StatusEntry | undefined, tasks: TaskEntry[]): Promise<void> {
+    const { layout, store } = this.o;
+    const compares = [];
+    const ops = [];
+    if (status) {
+      compares.push({ key: layout.statusOf(name), target: "modRevision" as const, equals: status.modRevision });
+      ops.push({ type: "delete" as const, key: layout.statusOf(name) });
+    }
+    if (spec) {
+      compares.push({ key: layout.podGroup(name), target: "modRevision" as const, equals: spec.modRevision });
+      ops.push({ type: "delete" as const, key: layout.podGroup(name) });
+    }
+    for (const t of tasks) ops.push({ type: "delete" as const, key: t.key });
+    const res = await store.txn(compares, ops);
+    if (!res.succeeded) throw new StatusConflictError(`${name} changed while its removal finished; retrying`);
+    mem.statusRevision = res.revision;
+    mem.specRevision = spec ? res.revision : mem.specRevision;
+  }
+
+  get options(): ReconcilerOptions {
+    return this.o;
+  }
+
+  forget(name: string): void {
+    this.memory.delete(name);
+  }
+}
+
+/** One reconcile of one group. */
+class Pass {
+  private readonly o: ReconcilerOptions;
+  private readonly log: Logger;
+  private readonly signal: AbortSignal;
+  private readonly now: number;
+  private internal: Internal;
+  private view!: GroupView;
+  private readonly wakeups: number[] = [];
+  private readonly notes: string[] = [];
+  private halted: string | undefined;
+  private statusEntry: StatusEntry | undefined;
+
+  constructor(
+    private readonly r: PodGroupReconciler,
+    private readonly name: string,
+    private readonly spec: StoredPodGroup | undefined,
+    private readonly specEntry: SpecEntry | undefined,
+    status: StatusEntry | undefined,
+    private readonly mem: GroupMemory,
+    private readonly tasks: TaskEntry[],
+    ctx: ReconcileContext,
+  ) {
+    this.o = r.options;
+    this.log = ctx.log;
+    this.signal = ctx.signal;
+    this.now = this.o.now();
+    this.statusEntry = status;
+    this.internal = readInternal(status?.status);
+  }
+
+  async run(): Promise<Result | void> {
+    const spec = this.spec;
+    const full = this.fullRefreshDue();
+    await this.inspect(full);
+    this.observe();
+    if (!spec || spec.deleting) return this.remove();
+    await this.converge(spec);
+    this.observe();
+    await this.writeStatus(false);
+    await this.r.deleteTasks(this.tasks);
+    return this.result();
+  }
+
+  // ---- observation ----------------------------------------------------------------------------
+
+  private fullRefreshDue(): boolean {
+    const { mem, spec } = this;
+    const requested = spec?.refreshRequestedAt;
+    const due = this.now >= mem.nextFullRefreshAt || this.tasks.length > 0 || requested !== mem.refreshRequestedAt;
+    if (due) {
+      const jitter = 0.9 + 0.2 * this.o.random();
+      mem.nextFullRefreshAt = this.now + this.o.refreshIntervalMs * jitter;
+      mem.refreshRequestedAt = requested;
+    }
+    this.wakeups.push(mem.nextFullRefreshAt);
+    return due;
+  }
+
+  private containers(): CachedContainer[] {
+    return this.o.cache.byLabel(labelKeys.podGroup, this.name);
+  }
+
+  /**
+   * Runtime data is corrected from the engines: on a full refresh every container of the group is
+   * inspected; otherwise only those whose cached data is incomplete (seen in a relist only).
+   */
+  private async inspect(full: boolean): Promise<void> {
+    const { cache, cluster, nodes } = this.o;
+    const todo = this.containers().filter((c) => nodes.reachable(c.node) && (full || needsDetails(c)));
+    if (todo.length === 0) return;
+    const q = new PQueue({ concurrency: this.o.deployConcurrency });
+    await Promise.all(
+      todo.map((c) =>
+        q.add(async () => {
+          try {
+            cache.recordDetails(await cluster.inspect(c, { signal: this.signal }), c.generation);
+          } catch (e) {
+            if (e instanceof NotFoundError && e.resource === "container") cache.recordRemoved(c.node, c.id);
+            else if (this.signal.aborted) throw e;
+            else this.log.warn({ err: e, container: c.name }, "inspect failed");
+          }
+        }),
+      ),
+    );
+  }
+
+  private observe(): void {
+    const spec = this.spec;
+    this.view = classify(this.containers(), {
+      group: this.name,
+      version: spec?.pod.version ?? Number.MAX_SAFE_INTEGER,
+      podSize: spec?.pod.containers.length ?? 0,
+      reachable: (n) => this.o.nodes.reachable(n),
+    });
+  }
+
+  private reachable(node: string): boolean {
+    return this.o.nodes.reachable(node);
+  }
+
+  private record(instance: number): InstanceRecord {
+    return this.internal.instances[String(instance)] ?? { restarts: 0, failures: 0 };
+  }
+
+  private setRecord(instance: number, rec: InstanceRecord): void {
+    this.internal.instances[String(instance)] = rec;
+  }
+
+  private wakeAt(at: number): void {
+    this.wakeups.push(at);
+  }
+
+  // ---- the steps ------------------------------------------------------------------------------
+
+  private async converge(spec: StoredPodGroup): Promise<void> {
+    const n = spec.numInstances;
+    const version = spec.pod.version;
+    for (const c of this.view.unidentified) {
+      this.notes.push(`container ${c.name} on ${c.node} is labelled ${labelKeys.podGroup}=${this.name} but its instance cannot be read; left alone`);
+    }
+    if (isStateful(spec.pod)) {
+      for (const v of this.view.instances.values()) {
+        if (v.kept && v.instance < n) this.setRecord(v.instance, { ...this.record(v.instance), node: v.kept.node });
+      }
+    }
+
+    const rolloutRemoval = await this.rollout(spec);
+    const work: Promise<void>[] = [];
+    // Duplicates and stale copies next to the kept pod (R1). Instances removed whole below are
+    // left to that removal: two removals of one container race into a 409 from the engine.
+    const extras = [...this.view.instances.values()]
+      .filter((v) => v.instance < n && v.instance !== rolloutRemoval)
+      .flatMap((v) => v.extras.filter((o) => this.reachable(o.c.node)).map((o) => o.c));
+    if (extras.length > 0) work.push(this.removeContainers(extras, killTimeoutOf(spec.pod)));
+    // Scale down: the highest surplus instance first, one per pass.
+    const surplus = [...this.view.instances.values()]
+      .filter((v) => v.instance >= n && instanceContainers(v).some((o) => this.reachable(o.c.node)))
+      .sort((a, b) => b.instance - a.instance);
+    if (surplus[0]) {
+      work.push(this.removeInstance(surplus[0], killTimeoutOf(spec.pod)));
+      if (surplus.length > 1) this.wakeAt(this.now + asap);
+    }
+    if (rolloutRemoval !== undefined) {
+      const v = this.view.instances.get(rolloutRemoval);
+      if (v) work.push(this.removeInstance(v, killTimeoutOf(spec.pod)));
+    }
+    work.push(this.deployAndRestart(spec, version));
+    work.push(this.renameLegacy());
+    await settleAll(work);
+    if (rolloutRemoval !== undefined && this.internal.rollout?.phase === "removing") {
+      // R2: the old pod is gone now; the update wait starts.
+      this.internal.rollout = { ...this.internal.rollout, phase: "removed", at: this.o.now() };
+      this.wakeAt(this.internal.rollout.at + this.o.updateWaitMs);
+    }
+  }
+
+  /**
+   * The spec-update step (R2, R3). Returns the instance whose old pod must be removed in this
+   * pass, if any (its intent is already persisted).
+   */
+  private async rollout(spec: StoredPodGroup): Promise<number | undefined> {
+    const n = spec.numInstances;
+    const version = spec.pod.version;
+    let ro = this.internal.rollout;
+    if (ro && ro.instance >= n) ro = undefined;
+    if (ro && ro.toVersion !== version) ro = { ...ro, toVersion: version };
+    this.internal.rollout = ro;
+
+    if (ro) {
+      const kept = this.view.instances.get(ro.instance)?.kept;
+      if (kept && !this.reachable(kept.node)) return undefined; // R5: wait for the node
+      if (kept && kept.version !== version) {
+        if (ro.phase === "removing") return ro.instance; // intent persisted by an earlier pass
+        // The old pod is back (re-created behind our back): remove it again, persisting first.
+        this.internal.rollout = { ...ro, phase: "removing", at: this.now };
+        await this.writeStatus(true);
+        return ro.instance;
+      }
+      if (!kept) {
+        if (ro.phase === "removing") {
+          // Removed before a crash, or behind our back: the wait starts now (never shorter).
+          this.internal.rollout = { ...ro, phase: "removed", at: this.now };
+        }
+        const until = this.internal.rollout!.at + this.o.updateWaitMs;
+        if (this.now < until) this.wakeAt(until);
+        return undefined; // deployAndRestart deploys it once the wait is over
+      }
+      // The new pod exists: the runtime check decides whether the step is done.
+      const check = this.runtimeCheck(kept, spec);
+      if (check.done) {
+        this.internal.rollout = undefined;
+      } else {
+        if (check.wakeAt !== undefined) this.wakeAt(check.wakeAt);
+        if (check.failure) this.halted = `update to version ${version} halted at instance ${ro.instance}: ${check.failure}`;
+        return undefined;
+      }
+    }
+
+    // Pick the next instance to update (R3).
+    const stale = [...this.view.instances.values()]
+      .filter((v) => v.instance < n && v.kept && v.kept.version !== version && this.reachable(v.kept.node))
+      .map((v) => v.instance)
+      .sort((a, b) => a - b);
+    if (stale.length === 0) return undefined;
+    const available = (i: number) => {
+      const k = this.view.instances.get(i)?.kept;
+      return k !== undefined && podRunning(k) && podComplete(k, k.version === version ? spec.pod.containers.length : k.containers.size);
+    };
+    const down = stale.find((i) => !available(i));
+    let next = down;
+    if (next === undefined) {
+      const othersUp = Array.from({ length: n }, (_, i) => i).every((i) => i === stale[0] || available(i));
+      if (!othersUp) return undefined; // an event wakes us when they are
+      next = stale[0]!;
+    }
+    this.internal.rollout = { instance: next, toVersion: version, phase: "removing", at: this.now };
+    // The new version starts with a clean slate (restart count and back-off are per version).
+    const rec = this.record(next);
+    this.setRecord(next, { restarts: 0, failures: 0, ...(rec.node !== undefined && { node: rec.node }) });
+    await this.writeStatus(true); // R2: intent first
+    return next;
+  }
+
+  /** Whether the instance's new pod passed the runtime check: running for setupTime seconds. */
+  private runtimeCheck(kept: PodCandidate, spec: StoredPodGroup): { done: boolean; wakeAt?: number; failure?: string } {
+    const setupMs = (spec.pod.setupTime ?? 0) * 1000;
+    const cs = podContainers(kept).map((o) => o.c);
+    if (!podComplete(kept, spec.pod.containers.length)) return { done: false };
+    if (cs.every((c) => c.state === "running")) {
+      const since = Math.max(...cs.map((c) => c.startedAt ?? this.now));
+      if (this.now - since >= setupMs) return { done: true };
+      return { done: false, wakeAt: since + setupMs };
+    }
+    if (spec.restartPolicy === "never" && cs.every((c) => c.state === "exited" && c.exitCode === 0)) return { done: true };
+    const bad = cs.find((c) => c.state !== "running" && c.state !== "created");
+    if (!bad) return { done: false }; // created: being started
+    return { done: false, failure: `${bad.name} ${bad.state}${bad.exitCode !== undefined ? ` with code ${bad.exitCode}` : ""}` };
+  }
+
+  /** Deploy missing instances, complete partial pods, start created ones, restart per policy (R8). */
+  private async deployAndRestart(spec: StoredPodGroup, version: number): Promise<void> {
+    const n = spec.numInstances;
+    const podSize = spec.pod.containers.length;
+    const toPlace: number[] = [];
+    const onNode: { instance: number; pod: PodCandidate; indexes: number[] }[] = [];
+    const starts: { instance: number; pod: PodCandidate; restart: boolean }[] = [];
+    const ro = this.internal.rollout;
+    const previous = new Map((this.statusEntry?.status?.pods ?? []).map((p) => [p.instanceNo, p]));
+
+    for (let i = 0; i < n; i++) {
+      const v = this.view.instances.get(i);
+      const kept = v?.kept;
+      let rec = this.record(i);
+      if (ro?.instance === i && (ro.phase === "removing" || (!kept && this.now < ro.at + this.o.updateWaitMs))) continue;
+      if (kept && !this.reachable(kept.node)) continue; // R5
+      if (!kept) {
+        const last = previous.get(i);
+        if (last && last.containers.length > 0 && last.node && !this.reachable(last.node)) continue; // R5
+        if (rec.nextAttemptAt !== undefined && this.now < rec.nextAttemptAt) {
+          this.wakeAt(rec.nextAttemptAt); // R8
+          continue;
+        }
+        toPlace.push(i);
+        continue;
+      }
+      if (kept.version === version && !podComplete(kept, podSize)) {
+        const missing = Array.from({ length: podSize }, (_, k) => k).filter((k) => !kept.containers.has(k));
+        onNode.push({ instance: i, pod: kept, indexes: missing });
+        continue;
+      }
+      if (podRunning(kept)) continue;
+      const cs = podContainers(kept).map((o) => o.c);
+      if (cs.some((c) => c.state === "restarting" || c.state === "removing")) {
+        this.wakeAt(this.now + 1_000); // the engine is busy with it
+        continue;
+      }
+      if (cs.some((c) => c.state === "paused")) {
+        this.setRecord(i, { ...rec, lastError: "paused behind Capstan's back; unpause it (docker unpause)" });
+        continue;
+      }
+      const stopped = cs.filter((c) => c.state === "exited" || c.state === "dead");
+      if (stopped.length > 0) {
+        const last = stopped.reduce((a, b) => ((a.finishedAt ?? 0) >= (b.finishedAt ?? 0) ? a : b));
+        const exit = {
+          // One exit per container and restart: times differ between an event and an inspect.
+          key: `${last.id}#${rec.restarts}`,
+          exitCode: last.exitCode,
+          oomKilled: last.oomKilled,
+          startedAt: last.startedAt,
+          finishedAt: last.finishedAt,
+        };
+        rec = countExit(rec, exit, spec.restartPolicy, this.now, this.o.backoff);
+        this.setRecord(i, rec);
+        if (rec.nextAttemptAt === undefined) continue; // the policy says no
+      }
+      if (rec.nextAttemptAt !== undefined && this.now < rec.nextAttemptAt) {
+        this.wakeAt(rec.nextAttemptAt);
+        continue;
+      }
+      starts.push({ instance: i, pod: kept, restart: stopped.length > 0 });
+    }
+
+    const q = new PQueue({ concurrency: this.o.deployConcurrency });
+    const jobs: Promise<void>[] = [];
+    for (const s of starts) jobs.push(q.add(() => this.startPod(s.instance, s.pod, s.restart)));
+    for (const p of onNode) jobs.push(q.add(() => this.deployPod(spec, p.instance, p.pod.node, p.indexes, p.pod.drift)));
+    if (toPlace.length > 0) {
+      const placed = await this.place(spec, toPlace.slice(0, this.o.maxDeploysPerPass));
+      if (toPlace.length > this.o.maxDeploysPerPass) this.wakeAt(this.now + asap);
+      for (const [instance, node] of placed) {
+        jobs.push(q.add(() => this.deployPod(spec, instance, node, Array.from({ length: podSize }, (_, k) => k), 0)));
+      }
+    }
+    await settleAll(jobs);
+  }
+
+  /** Placement of new pods: filters, the spread hint, free memory and CPU; stateful pods keep their node. */
+  private async place(spec: StoredPodGroup, instances: number[]): Promise<Map<number, string>> {
+    const placed = new Map<number, string>();
+    let filters: PlacementFilter[];
+    try {
+      filters = parsePlacementFilters(spec.pod.filters ?? []);
+    } catch (e) {
+      for (const i of instances) this.fail(i, `placement filters: ${(e as Error).message}`);
+      return placed;
+    }
+    const nodes = await this.o.nodes.get(this.signal);
+    const capacity = freeCapacity(nodes, reservationsOf(this.o.cache.list()));
+    const request = podRequest(spec.pod);
+    const groupCounts: Record<string, number> = {};
+    for (const v of this.view.instances.values()) {
+      if (v.kept && v.instance < spec.numInstances) groupCounts[v.kept.node] = (groupCounts[v.kept.node] ?? 0) + 1;
+    }
+    const stateful = isStateful(spec.pod);
+    for (const i of instances) {
+      const sticky = stateful ? this.record(i).node : undefined;
+      if (sticky !== undefined && !this.reachable(sticky)) {
+        this.setRecord(i, { ...this.record(i), lastError: `stateful: waiting for its node ${sticky}, which is unreachable` });
+        continue;
+      }
+      const f = sticky !== undefined ? [...filters, { kind: "node" as const, op: "==" as const, value: sticky }] : filters;
+      const node = pickNode(capacity, { request, filters: f, groupCounts });
+      if (!node) {
+        const need = `${request.memoryBytes} bytes of memory and ${request.nanoCpus / 1e9} CPUs`;
+        this.fail(i, `no node fits: needs ${need}${f.length ? ` on a node matching ${(spec.pod.filters ?? []).concat(sticky ? [`node==${sticky}`] : []).join(", ")}` : ""}`);
+        continue;
+      }
+      placed.set(i, node);
+      groupCounts[node] = (groupCounts[node] ?? 0) + 1;
+      const cap = capacity.find((c) => c.name === node)!;
+      cap.freeMemoryBytes -= request.memoryBytes;
+      cap.freeNanoCpus -= request.nanoCpus;
+    }
+    return placed;
+  }
+
+  /** Create (or adopt, R1) containers `indexes` of instance `instance` on `node`, then start the pod. */
+  private async deployPod(spec: StoredPodGroup, instance: number, node: string, indexes: number[], drift: number): Promise<void> {
+    const { cluster, cache } = this.o;
+    try {
+      for (const k of indexes) {
+        const plan = planContainer(spec, instance, k, drift);
+        try {
+          const ref = await cluster.create(node, plan.name, plan.spec, { signal: this.signal });
+          cache.recordCreated({ node, id: ref.id, name: plan.name, image: plan.spec.image, labels: plan.spec.labels ?? {}, limits: plan.limits });
+        } catch (e) {
+          if (!(e instanceof ConflictError)) throw e;
+          // The name is taken on this node: ours from an earlier attempt (adopt), or not ours (R6).
+          const d = await cluster.inspect({ node, id: plan.name }, { signal: this.signal });
+          const id = identify(d, this.name);
+          if (!id || id.instance !== instance || id.version !== spec.pod.version || id.index !== k) {
+            throw new ForeignContainerError(
+              `container name ${plan.name} on ${node} is taken by a container Capstan did not create (id ${d.id.slice(0, 12)}); rename or remove it`,
+            );
+          }
+          cache.recordDetails(d, undefined);
+        }
+      }
+      this.observe();
+      const kept = this.view.instances.get(instance)?.kept;
+      if (kept) await this.startContainers(kept);
+      const rec = this.record(instance);
+      this.setRecord(instance, { restarts: rec.restarts, failures: 0, ...(rec.node !== undefined && { node: rec.node }) });
+    } catch (e) {
+      if (this.signal.aborted) throw e;
+      this.fail(instance, deployError(e, node));
+    }
+  }
+
+  private async startPod(instance: number, pod: PodCandidate, restart: boolean): Promise<void> {
+    try {
+      await this.startContainers(pod);
+      const rec = this.record(instance);
+      this.setRecord(instance, { ...rec, restarts: rec.restarts + (restart ? 1 : 0) });
+      if (restart) this.log.info({ instance, restarts: rec.restarts + 1 }, "restarted per restart policy");
+    } catch (e) {
+      if (this.signal.aborted) throw e;
+      this.fail(instance, `cannot start: ${(e as Error).message}`);
+    }
+  }
+
+  private async startContainers(pod: PodCandidate): Promise<void> {
+    for (const o of podContainers(pod)) {
+      if (o.c.state === "running") continue;
+      await this.o.cluster.start(o.c, { signal: this.signal });
+      this.o.cache.recordStarted(o.c.node, o.c.id);
+    }
+  }
+
+  private fail(instance: number, error: string): void {
+    this.log.warn({ instance, error }, "instance not deployed");
+    const rec = countFailure(this.record(instance), error, this.now, this.o.backoff);
+    this.setRecord(instance, rec);
+    if (rec.nextAttemptAt !== undefined) this.wakeAt(rec.nextAttemptAt);
+  }
+
+  /** Older-format containers kept for their instance are renamed to the current name form in place. */
+  private async renameLegacy(): Promise<void> {
+    for (const v of this.view.instances.values()) {
+      if (!v.kept || !this.reachable(v.kept.node)) continue;
+      for (const o of v.kept.containers.values()) {
+        if (o.id.format === currentFormat) continue;
+        const want = containerName(o.id);
+        if (o.c.name === want) continue;
+        try {
+          await this.o.cluster.rename(o.c, want, { signal: this.signal });
+          this.o.cache.recordRenamed(o.c.node, o.c.id, want);
+          this.log.info({ from: o.c.name, to: want }, "older-format container adopted in place");
+        } catch (e) {
+          if (this.signal.aborted) throw e;
+          const rec = this.record(v.instance);
+          this.setRecord(v.instance, { ...rec, lastError: `cannot rename older-format container ${o.c.name} to ${want}: ${(e as Error).message}` });
+        }
+      }
+    }
+  }
+
+  /**
+   * Remove one instance: stop (kill timeout) and remove its containers, then list the nodes (not
+   * the cache) and force-remove any leftover of that instance.
+   */
+  private async removeInstance(v: InstanceView, killTimeout: number): Promise<void> {
+    await this.removeContainers(
+      instanceContainers(v).map((o) => o.c).filter((c) => this.reachable(c.node)),
+      killTimeout,
+    );
+    await this.sweep((c) => identify(c, this.name)?.instance === v.instance);
+  }
+
+  private async removeContainers(cs: CachedContainer[], killTimeout: number): Promise<void> {
+    const { cluster, cache } = this.o;
+    await settleAll(
+      cs.map(async (c) => {
+        if (c.state === "running" || c.state === "paused" || c.state === "restarting") {
+          try {
+            await cluster.stop(c, { timeoutSeconds: killTimeout, signal: this.signal });
+          } catch (e) {
+            if (this.signal.aborted) throw e;
+            if (!(e instanceof NotFoundError)) this.log.warn({ err: e, container: c.name }, "stop failed; removing with force");
+          }
+        }
+        try {
+          await cluster.remove(c, { force: true, volumes: true, signal: this.signal });
+        } catch (e) {
+          if (!(e instanceof NotFoundError && e.resource === "container")) throw e;
+        }
+        cache.recordRemoved(c.node, c.id);
+      }),
+    );
+  }
+
+  /** Relist every reachable node for the group's containers and force-remove those `match` selects. */
+  private async sweep(match: (c: { name: string; labels: Readonly<Record<string, string>> }) => boolean): Promise<number> {
+    const { cluster, cache, nodes } = this.o;
+    let removed = 0;
+    const all = await nodes.get(this.signal);
+    await settleAll(
+      all
+        .filter((n) => this.reachable(n.name))
+        .map(async (n) => {
+          const found = await cluster.listContainers(n.name, {
+            all: true,
+            filters: { label: [`${labelKeys.podGroup}=${this.name}`] },
+            signal: this.signal,
+          });
+          for (const c of found.filter(match)) {
+            try {
+              await cluster.remove(c, { force: true, volumes: true, signal: this.signal });
+            } catch (e) {
+              if (!(e instanceof NotFoundError && e.resource === "container")) throw e;
+            }
+            cache.recordRemoved(c.node, c.id);
+            removed++;
+            this.log.info({ container: c.name, node: c.node }, "leftover container removed");
+          }
+        }),
+    );
+    return removed;
+  }
+
+  // ---- removal of the whole group -------------------------------------------------------------
+
+  private async remove(): Promise<Result | void> {
+    const killTimeout = this.spec ? killTimeoutOf(this.spec.pod) : 10;
+    const withContainers = [...this.view.instances.values()].sort((a, b) => b.instance - a.instance);
+    const reachableOnes = withContainers.filter((v) => instanceContainers(v).some((o) => this.reachable(o.c.node)));
+    if (reachableOnes.length > 0) {
+      await this.writeStatus(false); // "removing" is visible while the stops take their time
+      // Highest InstanceNo first, a bounded batch per pass.
+      const batch = reachableOnes.slice(0, this.o.removeConcurrency);
+      await settleAll(
+        batch.map((v) =>
+          this.removeContainers(
+            instanceContainers(v).map((o) => o.c).filter((c) => this.reachable(c.node)),
+            killTimeout,
+          ),
+        ),
+      );
+      this.observe();
+    }
+    const left = this.containers();
+    const unreachable = [...new Set(left.map((c) => c.node).filter((n) => !this.reachable(n)))];
+    const allNodes = await this.o.nodes.get(this.signal);
+    const down = allNodes.filter((n) => !this.reachable(n.name)).map((n) => n.name);
+    if (left.some((c) => this.reachable(c.node)) || unreachable.length > 0 || down.length > 0) {
+      if (unreachable.length > 0 || down.length > 0) {
+        this.notes.push(`waiting for node ${[...new Set([...unreachable, ...down])].join(", ")} to confirm the removal`);
+        this.wakeAt(this.now + 5_000);
+      } else {
+        this.wakeAt(this.now + asap);
+      }
+      await this.writeStatus(false);
+      await this.r.deleteTasks(this.tasks);
+      return this.result();
+    }
+    // Every node reachable and nothing cached: the relist from the engines has the last word.
+    if ((await this.sweep(() => true)) > 0) {
+      await this.writeStatus(false);
+      return { requeueAfterMs: asap };
+    }
+    await this.r.deleteKeys(this.name, this.mem, this.specEntry, this.statusEntry, this.tasks);
+    this.log.info("podgroup removed");
+    return;
+  }
+
+  // ---- status ---------------------------------------------------------------------------------
+
+  /** Build the status from what is observed now and write it if it changed. `intent`: before a step (R2). */
+  private async writeStatus(intent: boolean): Promise<void> {
+    const removing = !this.spec || this.spec.deleting === true;
+    if (this.view.instances.size > 0) await this.o.nodes.get(this.signal).catch(() => undefined); // node addresses
+    const status = buildStatus({
+      spec: this.spec,
+      removing,
+      view: this.view,
+      internal: this.internal,
+      previous: this.statusEntry?.status,
+      reachable: (n) => this.reachable(n),
+      nodeAddress: (n) => this.o.nodes.address(n),
+      ...(this.halted !== undefined && { halted: this.halted }),
+      notes: this.notes,
+      now: this.o.now(),
+    });
+    this.statusEntry = await this.r.writeStatus(this.name, this.mem, this.statusEntry, status);
+    if (intent) this.log.info({ rollout: this.internal.rollout }, "rollout step recorded");
+  }
+
+  private result(): Result {
+    const at = Math.min(...this.wakeups);
+    return { requeueAfterMs: Math.max(asap, Math.ceil(at - this.o.now())) };
+  }
+}
+
+/** Data an inspect still has to fill in for this container. */
+function needsDetails(c: CachedContainer): boolean {
+  if (c.limits === undefined || c.ip === undefined) return true;
+  if (c.state === "running") return c.startedAt === undefined;
+  if (c.state === "exited" || c.state === "dead") return c.exitCode === undefined || c.finishedAt === undefined;
+  return false;
+}
+
+function deployError(e: unknown, node: string): string {
+  if (e instanceof ForeignContainerError) return e.message;
+  if (e instanceof NotFoundError && e.resource === "image") return `image not found on ${node}: ${e.message}`;
+  if (e instanceof EngineUnavailableError) return `node ${node} did not answer: ${e.message}`;
+  return `cannot deploy on ${node}: ${(e as Error).message}`;
+}
+
+/** Wait for every promise; then rethrow the first failure (nothing is left running behind us). */
+async function settleAll(ps: Promise<unknown>[]): Promise<void> {
+  const results = await Promise.allSettled(ps);
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
+  if (failed) throw failed.reason;
+}

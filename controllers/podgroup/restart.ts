@@ -1,0 +1,82 @@
+// Restart policy and back-off, pure. The original system ignored restart_policy on PATCH and
+// restarted crashing pods on every refresh without back-off; here:
+//   never   a stopped pod stays stopped (state exited, or failed on a non-zero exit);
+//   onfail  restarted only after a non-zero exit (an OOM kill is one: 137);
+//   always  restarted after any exit.
+// A restart waits initialMs x 2^(failures-1), capped at maxMs (1 s doubling to 5 min by default);
+// failures count consecutive exits and start over when the container had been running for
+// resetAfterMs (10 min) before it exited. The record lives in status.internal, so an orchestrator
+// restart neither resets the back-off nor counts an exit twice (lastExit names the exit counted).
+import type { RestartPolicy } from "../../api/resources/podgroup.ts";
+import type { InstanceRecord } from "./stored.ts";
+
+export interface RestartBackoff {
+  initialMs: number;
+  maxMs: number;
+  resetAfterMs: number;
+}
+
+export const defaultRestartBackoff: RestartBackoff = { initialMs: 1_000, maxMs: 300_000, resetAfterMs: 600_000 };
+
+/** Delay before attempt number `failures` (1-based). */
+export function restartDelayMs(failures: number, b: RestartBackoff): number {
+  const n = Math.max(1, failures);
+  // 2^(n-1) overflows to Infinity long after the cap, which Math.min absorbs.
+  return Math.min(b.maxMs, b.initialMs * 2 ** Math.min(n - 1, 60));
+}
+
+export function wantsRestart(policy: RestartPolicy, exitCode: number | undefined): boolean {
+  if (policy === "always") return true;
+  if (policy === "onfail") return exitCode !== 0; // unknown exit code: treat as a failure
+  return false;
+}
+
+export interface ExitObservation {
+  /** Identifies this one exit: `<container id>#<restarts so far>`. */
+  key: string;
+  exitCode: number | undefined;
+  oomKilled: boolean;
+  /** Engine wall-clock ms; undefined when unknown. */
+  startedAt: number | undefined;
+  finishedAt: number | undefined;
+}
+
+export function describeExit(e: ExitObservation): string {
+  const code = e.exitCode === undefined ? "an unknown code" : `code ${e.exitCode}`;
+  return `exited with ${code}${e.oomKilled ? " (out of memory)" : ""}`;
+}
+
+/**
+ * The record after seeing `exit`: a new exit (not yet counted) is counted as a failure and sets
+ * the next attempt time; an exit already counted leaves the record as it is. `restarts` is
+ * counted when the restart is made, not here.
+ */
+export function countExit(
+  record: InstanceRecord,
+  exit: ExitObservation,
+  policy: RestartPolicy,
+  now: number,
+  b: RestartBackoff,
+): InstanceRecord {
+  if (record.lastExit === exit.key) return record;
+  const ranMs = exit.startedAt !== undefined && exit.finishedAt !== undefined ? exit.finishedAt - exit.startedAt : 0;
+  const failures = (ranMs >= b.resetAfterMs ? 0 : record.failures) + 1;
+  const next: InstanceRecord = { ...record, failures, lastExit: exit.key };
+  if (wantsRestart(policy, exit.exitCode)) {
+    // From the exit, not from when we noticed it (an engine clock ahead of ours counts as now).
+    const at = Math.min(exit.finishedAt ?? now, now) + restartDelayMs(failures, b);
+    next.nextAttemptAt = at;
+    next.lastError = `${describeExit(exit)}; restart ${record.restarts + 1} at ${new Date(at).toISOString()}`;
+  } else {
+    delete next.nextAttemptAt;
+    next.lastError = `${describeExit(exit)}; restart policy ${policy}: not restarted`;
+  }
+  return next;
+}
+
+/** The record after a failed deploy or start attempt: counted like an exit, with `error` as the reason. */
+export function countFailure(record: InstanceRecord, error: string, now: number, b: RestartBackoff): InstanceRecord {
+  const failures = record.failures + 1;
+  const at = now + restartDelayMs(failures, b);
+  return { ...record, failures, nextAttemptAt: at, lastError: `${error}; next attempt at ${new Date(at).toISOString()}` };
+}

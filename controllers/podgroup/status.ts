@@ -1,0 +1,141 @@
+// The status record (podgroup-status/<name>), recomputed from live cluster data on every pass:
+// whatever the store held before (even garbage) does not leak into it, except the controller's
+// own bookkeeping (internal) and what cannot be observed while a node is unreachable. Pure.
+//
+// Pod states: running (every container up), pending (created, not started yet), exited (stopped
+// with code 0, not restarted), failed (non-zero exit, waiting for a restart, deploy error, name
+// taken by a foreign container, paused), missing (no container: about to be deployed, or waiting
+// for its node), upgrading (the instance a spec update is replacing), removed (being removed).
+// Group states, first match wins: removing, failed (a pod failed or the rollout halted), updating
+// (a pod runs an older version), scaling (pods beyond numInstances still exist, or pods are
+// missing), pending (nothing runs yet), degraded (some pods do not run), running.
+import type { ContainerStatus, GroupState, PodGroupStatus, PodState, PodStatus } from "../../api/resources/podgroup.ts";
+import type { CachedContainer } from "../../adapters/cluster/container-cache.ts";
+import { currentFormat } from "./naming.ts";
+import { podContainers, type GroupView, type PodCandidate } from "./observe.ts";
+import type { Internal, StoredPodGroup } from "./stored.ts";
+
+export interface StatusInput {
+  spec: StoredPodGroup | undefined;
+  removing: boolean;
+  view: GroupView;
+  internal: Internal;
+  previous: PodGroupStatus | undefined;
+  reachable: (node: string) => boolean;
+  nodeAddress: (node: string) => string;
+  /** Why the rollout does not proceed, if it does not. */
+  halted?: string;
+  /** Group-level problems (unplaceable containers, a node that must confirm a removal, ...). */
+  notes: string[];
+  /** Wall-clock ms, for updatedAt. */
+  now: number;
+}
+
+function containerStatus(c: CachedContainer, nodeAddress: (node: string) => string, format: string): ContainerStatus {
+  const s: ContainerStatus = {
+    id: c.id,
+    name: c.name,
+    node: c.node,
+    nodeIp: nodeAddress(c.node),
+    ip: c.ip ?? "",
+    status: c.state,
+  };
+  const port = c.ports.find((p) => p.hostPort !== undefined);
+  if (port) {
+    s.containerPort = port.containerPort;
+    s.hostPort = port.hostPort;
+  }
+  if (c.state !== "running" && c.exitCode !== undefined) s.exitCode = c.exitCode;
+  if (c.startedAt !== undefined) s.startedAt = new Date(c.startedAt).toISOString();
+  if (format !== currentFormat) s.format = format;
+  return s;
+}
+
+function podState(p: PodCandidate): PodState {
+  const cs = podContainers(p).map((o) => o.c);
+  if (cs.every((c) => c.state === "running")) return "running";
+  if (cs.some((c) => c.state === "paused" || c.state === "dead" || (c.state === "exited" && c.exitCode !== 0))) return "failed";
+  if (cs.some((c) => c.state === "exited")) return "exited";
+  return "pending"; // created, restarting, removing
+}
+
+export function buildStatus(i: StatusInput): PodGroupStatus {
+  const spec = i.spec;
+  const n = i.removing || !spec ? 0 : spec.numInstances;
+  const version = spec?.pod.version ?? 0;
+  const numbers = new Set<number>([...i.view.instances.keys()]);
+  for (let k = 0; k < n; k++) numbers.add(k);
+  const previousPods = new Map((i.previous?.pods ?? []).map((p) => [p.instanceNo, p]));
+
+  const pods: PodStatus[] = [];
+  for (const instance of [...numbers].sort((a, b) => a - b)) {
+    const v = i.view.instances.get(instance);
+    const rec = i.internal.instances[String(instance)];
+    const kept = v?.kept;
+    const containers = kept ? podContainers(kept).map((o) => containerStatus(o.c, i.nodeAddress, o.id.format)) : [];
+    let state: PodState;
+    let lastError = rec?.lastError ?? "";
+    if (instance >= n) {
+      state = "removed";
+    } else if (kept && !i.reachable(kept.node)) {
+      // Unknown, not gone: keep what was last observed (I4 of the container cache).
+      state = previousPods.get(instance)?.state ?? "pending";
+      lastError = `node ${kept.node} is unreachable: state unknown`;
+    } else if (!kept) {
+      state = i.internal.rollout?.instance === instance ? "upgrading" : rec?.lastError ? "failed" : "missing";
+    } else {
+      state = podState(kept);
+      if (state === "running" && i.internal.rollout?.instance === instance) state = "upgrading";
+      if (state === "running" && kept.version === version) lastError = "";
+    }
+    pods.push({
+      instanceNo: instance,
+      state,
+      lastError,
+      restartCount: rec?.restarts ?? 0,
+      driftCount: kept?.drift ?? 0,
+      version: kept?.version ?? version,
+      node: kept?.node ?? rec?.node ?? "",
+      containers,
+    });
+  }
+
+  const current = pods.filter((p) => p.instanceNo < n);
+  const firstError = pods.find((p) => p.lastError !== "");
+  let state: GroupState;
+  if (i.removing) state = "removing";
+  else if (i.halted !== undefined || current.some((p) => p.state === "failed")) state = "failed";
+  else if (i.internal.rollout || current.some((p) => p.containers.length > 0 && p.version !== version)) state = "updating";
+  else if (pods.some((p) => p.instanceNo >= n) || current.some((p) => p.state === "missing")) state = "scaling";
+  else if (current.length > 0 && current.every((p) => p.state === "pending")) state = "pending";
+  else if (current.some((p) => p.state !== "running")) state = "degraded";
+  else state = "running";
+
+  const converged = current.every((p) => p.containers.length > 0 && p.version === version) && !i.internal.rollout;
+  const lastError = i.halted ?? i.notes[0] ?? (firstError ? `instance ${firstError.instanceNo}: ${firstError.lastError}` : "");
+  const status: PodGroupStatus = {
+    state,
+    lastError,
+    updatedAt: new Date(i.now).toISOString(),
+    observedVersion: converged ? version : (i.previous?.observedVersion ?? 0),
+    pods,
+  };
+  const internal = pruneInternal(i.internal, n, i.view);
+  if (internal.rollout || Object.keys(internal.instances).length > 0) status.internal = internal as unknown as Record<string, unknown>;
+  return status;
+}
+
+/** Records of instances that are gone for good (beyond the count, no container left) are dropped. */
+function pruneInternal(internal: Internal, n: number, view: GroupView): Internal {
+  const instances: Internal["instances"] = {};
+  for (const [k, rec] of Object.entries(internal.instances)) {
+    if (Number(k) < n || view.instances.has(Number(k))) instances[k] = rec;
+  }
+  return internal.rollout ? { rollout: internal.rollout, instances } : { instances };
+}
+
+/** Whether two statuses say the same thing (updatedAt aside): no write when nothing changed. */
+export function sameStatus(a: PodGroupStatus | undefined, b: PodGroupStatus): boolean {
+  if (!a) return false;
+  return JSON.stringify({ ...a, updatedAt: "" }) === JSON.stringify({ ...b, updatedAt: "" });
+}

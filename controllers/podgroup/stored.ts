@@ -1,0 +1,169 @@
+// What the controller reads from and writes to the store: the key layout under a root prefix, the
+// decoding of stored specs, statuses and tasks, and the controller's own bookkeeping kept in
+// status.internal so that it survives a restart.
+//
+// Decoding never throws: a value the controller cannot read is kept as "invalid" with its
+// modRevision. That matters for safety: a spec that fails to decode must not look like a deleted
+// spec (which would remove the group's containers), and a garbage status must still be
+// overwritable by compare-and-swap.
+import { z } from "zod";
+import { Name, PodGroupSpec, PodSpec, type PodGroupStatus } from "../../api/resources/podgroup.ts";
+import { orchestratorPrefix } from "../../api/resources/keys.ts";
+import type { RefreshTask } from "../../api/resources/task.ts";
+
+/** The key layout of api/resources/keys.ts under any root (tests use a unique one per run). */
+export function layout(root: string = orchestratorPrefix) {
+  const r = root.endsWith("/") ? root : `${root}/`;
+  return {
+    root: r,
+    podGroups: `${r}podgroups/`,
+    status: `${r}podgroup-status/`,
+    tasks: `${r}tasks/`,
+    podGroup: (name: string) => `${r}podgroups/${name}`,
+    statusOf: (name: string) => `${r}podgroup-status/${name}`,
+  };
+}
+export type Layout = ReturnType<typeof layout>;
+
+/** The stored form (StoredPodGroup of api/resources/podgroup.ts); unknown top-level keys are ignored. */
+export const StoredPodGroupSchema = z.object({
+  ...PodGroupSpec.shape,
+  pod: PodSpec.extend({ name: Name, version: z.number().int().min(1) }),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+  deleting: z.boolean().optional(),
+  refreshRequestedAt: z.string().optional(),
+});
+export type StoredPodGroup = z.infer<typeof StoredPodGroupSchema>;
+
+export interface SpecEntry {
+  name: string;
+  spec: StoredPodGroup | undefined;
+  /** Why the stored value could not be read (then spec is undefined). */
+  invalid?: string;
+  modRevision: number;
+}
+
+export interface StatusEntry {
+  name: string;
+  status: PodGroupStatus | undefined;
+  modRevision: number;
+}
+
+export interface TaskEntry {
+  key: string;
+  task: RefreshTask | undefined;
+  modRevision: number;
+}
+
+function lastSegment(key: string): string {
+  return key.slice(key.lastIndexOf("/") + 1);
+}
+
+export function decodeSpec(kv: { key: string; value: string; modRevision: number }): SpecEntry {
+  const name = lastSegment(kv.key);
+  let json: unknown;
+  try {
+    json = JSON.parse(kv.value);
+  } catch (e) {
+    return { name, spec: undefined, invalid: `not JSON: ${(e as Error).message}`, modRevision: kv.modRevision };
+  }
+  const parsed = StoredPodGroupSchema.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    return { name, spec: undefined, invalid: `${issue?.path.join(".") || "value"}: ${issue?.message}`, modRevision: kv.modRevision };
+  }
+  if (parsed.data.name !== name) {
+    return { name, spec: undefined, invalid: `stored name ${parsed.data.name} differs from its key`, modRevision: kv.modRevision };
+  }
+  return { name, spec: parsed.data, modRevision: kv.modRevision };
+}
+
+/** A status is taken as-is when it has the shape the controller writes; anything else reads as absent. */
+export function decodeStatus(kv: { key: string; value: string; modRevision: number }): StatusEntry {
+  const name = lastSegment(kv.key);
+  let status: PodGroupStatus | undefined;
+  try {
+    const v = JSON.parse(kv.value) as Partial<PodGroupStatus> | null;
+    if (v && typeof v === "object" && typeof v.state === "string" && Array.isArray(v.pods)) status = v as PodGroupStatus;
+  } catch {
+    status = undefined;
+  }
+  return { name, status, modRevision: kv.modRevision };
+}
+
+export function decodeTask(kv: { key: string; value: string; modRevision: number }): TaskEntry {
+  let task: RefreshTask | undefined;
+  try {
+    const v = JSON.parse(kv.value) as Partial<RefreshTask> | null;
+    if (v && v.kind === "refresh" && typeof v.podGroup === "string") task = v as RefreshTask;
+  } catch {
+    task = undefined;
+  }
+  return { key: kv.key, task, modRevision: kv.modRevision };
+}
+
+// ---- status.internal ----------------------------------------------------------------------------
+
+/** The one instance a spec update is replacing right now (one at a time). */
+export interface RolloutStep {
+  instance: number;
+  toVersion: number;
+  /** "removing": the old pod is being removed; "removed": it is gone since `at` (wait, then deploy). */
+  phase: "removing" | "removed";
+  /** Wall-clock ms of the phase change. */
+  at: number;
+}
+
+/** Per-instance memory: restart counting and back-off, and a stateful pod's node. */
+export interface InstanceRecord {
+  /** Restarts (and redeploys after failures) since the instance got its current version. */
+  restarts: number;
+  /** Consecutive failures; the back-off grows with it and resets after a long enough run. */
+  failures: number;
+  /** Wall-clock ms before which no restart or deploy is attempted. */
+  nextAttemptAt?: number;
+  /** `<container id>#<restarts>` of the last exit already counted, so an exit counts once. */
+  lastExit?: string;
+  /** Why the last deploy or start failed. */
+  lastError?: string;
+  /** Stateful pods: the node the instance lives on. */
+  node?: string;
+}
+
+export interface Internal {
+  rollout?: RolloutStep;
+  instances: Record<string, InstanceRecord>;
+}
+
+export function readInternal(status: PodGroupStatus | undefined): Internal {
+  const raw = status?.internal as Partial<Internal> | undefined;
+  const instances: Record<string, InstanceRecord> = {};
+  if (raw?.instances && typeof raw.instances === "object") {
+    for (const [k, v] of Object.entries(raw.instances)) {
+      if (!/^\d+$/.test(k) || !v || typeof v !== "object") continue;
+      const r = v as Partial<InstanceRecord>;
+      const rec: InstanceRecord = {
+        restarts: Number.isInteger(r.restarts) ? r.restarts! : 0,
+        failures: Number.isInteger(r.failures) ? r.failures! : 0,
+      };
+      if (typeof r.nextAttemptAt === "number") rec.nextAttemptAt = r.nextAttemptAt;
+      if (typeof r.lastExit === "string") rec.lastExit = r.lastExit;
+      if (typeof r.lastError === "string") rec.lastError = r.lastError;
+      if (typeof r.node === "string") rec.node = r.node;
+      instances[k] = rec;
+    }
+  }
+  const internal: Internal = { instances };
+  const ro = raw?.rollout;
+  if (
+    ro &&
+    Number.isInteger(ro.instance) &&
+    Number.isInteger(ro.toVersion) &&
+    (ro.phase === "removing" || ro.phase === "removed") &&
+    typeof ro.at === "number"
+  ) {
+    internal.rollout = { instance: ro.instance, toVersion: ro.toVersion, phase: ro.phase, at: ro.at };
+  }
+  return internal;
+}

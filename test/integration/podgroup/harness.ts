@@ -1,0 +1,212 @@
+// In-process orchestrator for the PodGroup controller's integration tests: the shared etcd (keys
+// under a unique root), both real engines, a Manager with a single-process elector (so writes are
+// fenced as in production) and the controller with short timings. Specs are written to the store
+// the way the API stores them; assertions read Docker's actual containers.
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { DockerCluster, type ContainerSummary } from "../../../adapters/cluster/index.ts";
+import { EtcdStore } from "../../../adapters/store/etcd.ts";
+import { fencedStore } from "../../../adapters/store/fenced.ts";
+import type { ContainerSpec, PodGroupStatus, RestartPolicy } from "../../../api/resources/podgroup.ts";
+import { createPodGroupController, type PodGroupController } from "../../../controllers/podgroup/index.ts";
+import { identify, labelKeys } from "../../../controllers/podgroup/naming.ts";
+import { layout, type Layout, type StoredPodGroup } from "../../../controllers/podgroup/stored.ts";
+import { SingleProcessElector } from "../../../runtime/leaderelection.ts";
+import { Manager } from "../../../runtime/manager.ts";
+import { loadServices, uniqueName } from "../../helpers/services.ts";
+
+const run = promisify(execFile);
+export const services = loadServices();
+
+/** Exits at once on SIGTERM (busybox sleep as PID 1 would ignore it and wait out the kill timeout). */
+export const serve = ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"];
+
+export interface GroupOptions {
+  numInstances?: number;
+  restartPolicy?: RestartPolicy;
+  version?: number;
+  container?: Partial<ContainerSpec>;
+  pod?: Partial<StoredPodGroup["pod"]>;
+}
+
+/** A stored PodGroup as the API would write it. */
+export function groupSpec(name: string, o: GroupOptions = {}): StoredPodGroup {
+  const now = new Date().toISOString();
+  return {
+    name,
+    namespace: "capstan-test",
+    numInstances: o.numInstances ?? 1,
+    restartPolicy: o.restartPolicy ?? "always",
+    pod: {
+      name,
+      namespace: "capstan-test",
+      version: o.version ?? 1,
+      containers: [{ image: services.testImage, command: serve, ...o.container }],
+      network: "none",
+      ...o.pod,
+    },
+    createdAt: now,
+    updatedAt: now,
+  };
+}
+
+export interface Actual {
+  c: ContainerSummary;
+  instance: number;
+  version: number;
+  format: string;
+}
+
+export interface HarnessOptions {
+  updateWaitMs?: number;
+  refreshIntervalMs?: number;
+  restartBackoff?: { initialMs?: number; maxMs?: number; resetAfterMs?: number };
+}
+
+export class Harness {
+  readonly root = `/capstan-test/${uniqueName("pg")}/`;
+  readonly keys: Layout = layout(this.root);
+  readonly store = new EtcdStore({ endpoints: services.etcdEndpoints });
+  readonly cluster = DockerCluster.fromSpec(services.cluster);
+  /** Group names made by this harness all start with this (cleanup finds them by it). */
+  readonly namePrefix = uniqueName("pgt");
+  private manager: Manager | undefined;
+  pg: PodGroupController | undefined;
+  private seq = 0;
+
+  constructor(private readonly opts: HarnessOptions = {}) {}
+
+  /** A fresh group name. */
+  name(tag: string): string {
+    return `${this.namePrefix}-${tag}-${this.seq++}`;
+  }
+
+  async start(): Promise<void> {
+    const elector = new SingleProcessElector({ store: this.store, key: `${this.root}leader`, identity: "harness" });
+    const manager = new Manager({ name: "podgroup-test", elector, gracefulShutdownMs: 10_000 });
+    const pg = createPodGroupController({
+      store: fencedStore(this.store, () => elector.fence()),
+      cluster: this.cluster,
+      prefix: this.root,
+      updateWaitMs: this.opts.updateWaitMs ?? 500,
+      refreshIntervalMs: this.opts.refreshIntervalMs ?? 2_000,
+      restartBackoff: this.opts.restartBackoff ?? {},
+      registry: manager.registry,
+    });
+    for (const i of pg.informers) manager.addInformer(i);
+    for (const r of pg.runnables) manager.add(r);
+    await manager.start();
+    await pg.cache.waitForSync(undefined, 30_000);
+    this.manager = manager;
+    this.pg = pg;
+  }
+
+  async stop(): Promise<void> {
+    await this.manager?.stop();
+    this.manager = undefined;
+  }
+
+  /** Stop the controller, remove every container and volume this harness made, drop its keys. */
+  async cleanup(): Promise<void> {
+    await this.stop();
+    const mine = (await this.cluster.listContainers(undefined, { all: true, filters: { label: [labelKeys.podGroup] } })).filter((c) =>
+      (c.labels[labelKeys.podGroup] ?? "").startsWith(this.namePrefix),
+    );
+    const foreign = (await this.cluster.listContainers(undefined, { all: true, filters: { name: [this.namePrefix] } })).filter(
+      (c) => !mine.some((m) => m.id === c.id),
+    );
+    await Promise.all([...mine, ...foreign].map((c) => this.cluster.remove(c, { force: true, volumes: true }).catch(() => undefined)));
+    for (const endpoint of Object.values(services.engines)) {
+      const { stdout } = await run("docker", ["-H", endpoint, "volume", "ls", "-q", "--filter", `name=${this.namePrefix}`], { timeout: 20_000 });
+      const vols = stdout.split("\n").filter(Boolean);
+      if (vols.length) await run("docker", ["-H", endpoint, "volume", "rm", "-f", ...vols], { timeout: 20_000 }).catch(() => undefined);
+    }
+    await this.store.deletePrefix(this.root);
+    await this.store.close();
+  }
+
+  async put(spec: StoredPodGroup): Promise<void> {
+    await this.store.put(this.keys.podGroup(spec.name), JSON.stringify(spec));
+  }
+
+  async get(name: string): Promise<StoredPodGroup> {
+    const kv = await this.store.get(this.keys.podGroup(name));
+    if (!kv) throw new Error(`no spec ${name}`);
+    return JSON.parse(kv.value) as StoredPodGroup;
+  }
+
+  /** Read-modify-write of the stored spec (what PATCH does). */
+  async patch(name: string, change: (s: StoredPodGroup) => void): Promise<StoredPodGroup> {
+    const s = await this.get(name);
+    change(s);
+    s.updatedAt = new Date().toISOString();
+    await this.put(s);
+    return s;
+  }
+
+  /** PATCH cmd=spec: new pod, version bumped. */
+  async updatePod(name: string, change: (pod: StoredPodGroup["pod"]) => void): Promise<StoredPodGroup> {
+    return this.patch(name, (s) => {
+      change(s.pod);
+      s.pod.version += 1;
+    });
+  }
+
+  async status(name: string): Promise<PodGroupStatus | undefined> {
+    const kv = await this.store.get(this.keys.statusOf(name));
+    return kv ? (JSON.parse(kv.value) as PodGroupStatus) : undefined;
+  }
+
+  /** Docker's actual containers of a group, on every node. */
+  async actual(name: string): Promise<Actual[]> {
+    const cs = await this.cluster.listContainers(undefined, { all: true, filters: { label: [`${labelKeys.podGroup}=${name}`] } });
+    return cs
+      .map((c) => ({ c, id: identify(c, name) }))
+      .filter((x) => x.id !== undefined)
+      .map(({ c, id }) => ({ c, instance: id!.instance, version: id!.version, format: id!.format }))
+      .sort((a, b) => a.instance - b.instance || a.c.node.localeCompare(b.c.node));
+  }
+
+  /** Poll until `check` returns a value (not undefined/false), or fail with the last observation. */
+  async until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 30_000, everyMs = 100): Promise<T> {
+    const deadline = Date.now() + timeoutMs;
+    let last: unknown;
+    for (;;) {
+      try {
+        const v = await check();
+        if (v !== undefined && v !== false) return v;
+        last = v;
+      } catch (e) {
+        last = e;
+      }
+      if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${String(last)})`);
+      await new Promise((r) => setTimeout(r, everyMs));
+    }
+  }
+
+  /** Wait until the group has exactly `n` running containers at `version`, one per instance 0..n-1, and status agrees. */
+  async converged(name: string, n: number, version: number, timeoutMs = 30_000): Promise<Actual[]> {
+    return this.until(
+      `${name}: ${n} running at v${version}`,
+      async () => {
+        const a = await this.actual(name);
+        const ok =
+          a.length === n &&
+          a.every((x, i) => x.instance === i && x.version === version && x.c.state === "running");
+        if (!ok) return undefined;
+        const s = await this.status(name);
+        if (!s || s.state !== "running" || s.pods.length !== n || s.observedVersion !== version) return undefined;
+        return a;
+      },
+      timeoutMs,
+    );
+  }
+
+  /** docker exec on the container's engine; stdout. */
+  async exec(c: { node: string; id: string }, cmd: string[]): Promise<string> {
+    const endpoint = services.engines[c.node];
+    if (!endpoint) throw new Error(`no engine ${c.node}`);
+    const { stdout } = await run("docker", ["-H", endpoint, "exec", c.id, ...cmd], { timeout: 20_000 });
+    return stdout;
+  }
+}
