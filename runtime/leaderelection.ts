@@ -25,7 +25,13 @@
 import { Registry } from "prom-client";
 import { realClock, type Clock } from "./clock.ts";
 import { withDeadline } from "./deadline.ts";
-import { isLeaseLostError, type KeyValueLike, type WatchHandlersLike, type WatchLike } from "./listwatch.ts";
+import {
+  isLeaseLostError,
+  type KeyValueLike,
+  type ListPage,
+  type WatchHandlersLike,
+  type WatchLike,
+} from "./listwatch.ts";
 import { silentLogger, type Logger } from "./log.ts";
 import { gauge } from "./metrics.ts";
 
@@ -49,6 +55,8 @@ export interface ElectionStore {
     success: { type: "put"; key: string; value: string; lease?: string }[],
   ): Promise<{ succeeded: boolean; revision: number }>;
   get(key: string): Promise<KeyValueLike | null>;
+  /** A follower reads the leader key with list(key, {limit: 1}): it also answers the read revision. */
+  list(prefix: string, options: { limit: number }): Promise<ListPage>;
   watch(prefix: string, fromRevision: number, handlers: WatchHandlersLike): WatchLike;
 }
 
@@ -229,7 +237,7 @@ export class LeaderElector implements Elector {
   private async campaign(signal: AbortSignal): Promise<Term | undefined> {
     while (!signal.aborted) {
       try {
-        const holder = await this.call(this.store.get(this.key), "get leader key", signal);
+        const { holder, readAt } = await this.call(this.readLeaderKey(), "read leader key", signal);
         if (holder && this.pendingLease && holder.lease === this.pendingLease.lease.id) {
           // Our earlier create went through although we never saw the answer.
           const { lease, sentAt } = this.pendingLease;
@@ -240,7 +248,7 @@ export class LeaderElector implements Elector {
         if (holder) {
           if (this.current !== "following") this.log.info({ leader: holder.value }, "following");
           this.current = "following";
-          await this.waitForVacancy(holder, signal);
+          await this.waitForVacancy(readAt, signal);
           continue;
         }
         const sentAt = this.clock.now();
@@ -276,18 +284,39 @@ export class LeaderElector implements Elector {
     return term;
   }
 
-  /** Resolves after retryPeriod, or earlier when the holder's key is deleted. */
-  private async waitForVacancy(holder: KeyValueLike, signal: AbortSignal): Promise<void> {
+  /** The leader key (null when absent) and the store revision it was read at. */
+  private async readLeaderKey(): Promise<{ holder: KeyValueLike | null; readAt: number }> {
+    // The leader key sorts first among the keys it prefixes, so one item is enough.
+    const page = await this.store.list(this.key, { limit: 1 });
+    const kv = page.items[0];
+    return { holder: kv?.key === this.key ? kv : null, readAt: page.revision };
+  }
+
+  /**
+   * Resolves after retryPeriod, or earlier when the holder's key is deleted. The watch starts right
+   * after the read that found the holder (readAt + 1), not after the key's modRevision: a
+   * long-lived leader's key was written long ago, in history compaction may have removed.
+   */
+  private async waitForVacancy(readAt: number, signal: AbortSignal): Promise<void> {
     const vacated = new AbortController();
     const onStop = () => vacated.abort();
     signal.addEventListener("abort", onStop, { once: true });
     let watch: WatchLike | undefined;
     try {
-      watch = this.store.watch(this.key, holder.modRevision + 1, {
+      watch = this.store.watch(this.key, readAt + 1, {
         onEvents: (events) => {
           if (events.some((ev) => ev.kv.key === this.key && ev.type === "delete")) vacated.abort();
         },
-        onError: () => {}, // the retry timer covers a broken watch
+        // A broken watch may have missed the delete: read the key once more (once, so that a
+        // watch that always fails cannot turn this into a busy loop); the retry timer covers the rest.
+        onError: () => {
+          this.call(this.readLeaderKey(), "read leader key", vacated.signal).then(
+            ({ holder }) => {
+              if (!holder) vacated.abort();
+            },
+            () => {},
+          );
+        },
       });
     } catch (e) {
       this.log.debug({ err: e }, "could not watch the leader key; relying on the retry period");

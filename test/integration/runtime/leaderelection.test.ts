@@ -1,10 +1,14 @@
 // Leader election and fencing over the shared etcd (short TTLs for test speed). Whole manager
 // processes are SIGKILLed and SIGTERMed; fencing is checked in-process with a deposed elector.
 import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EtcdStore } from "../../../adapters/store/etcd.ts";
 import { fencedStore, FencedWriteArgumentError, NotLeaderError } from "../../../adapters/store/fenced.ts";
+import { SqliteStore } from "../../../adapters/store/sqlite.ts";
 import type { Store } from "../../../adapters/store/store.ts";
 import { LeaderElector, SingleProcessElector } from "../../../runtime/leaderelection.ts";
 import { loadServices, uniqueName } from "../../helpers/services.ts";
@@ -232,6 +236,36 @@ describe.skipIf(!sqlite)("single-process election on the embedded store", () => 
       await elector.stop();
     } finally {
       await sqlite!.cleanup();
+    }
+  });
+});
+
+describe("leader election on the embedded store", () => {
+  it("a follower takes over at once on release, although compaction removed the leader key's own revision", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "capstan-election-"));
+    const store = new SqliteStore({ path: join(dir, "state.db") });
+    try {
+      const key = "/platform/test/compacted-leader";
+      // A retry period far above the asserted takeover time: only the watch can be that fast.
+      const timings = { ttlSeconds: 15, renewDeadlineMs: 10_000, retryPeriodMs: 5_000 };
+      const a = new LeaderElector({ store, key, identity: "a", ...timings });
+      a.start({ onStartedLeading: () => {}, onStoppedLeading: () => {} });
+      expect(await eventually(() => a.state() === "leading", 5_000)).toBe(true);
+      for (let i = 0; i < 5; i++) await store.put(`/platform/test/other/${i}`, "x");
+      await store.compact(await store.revision()); // a long-lived leader: its key's revision is history
+      let tookOverAt = 0;
+      const b = new LeaderElector({ store, key, identity: "b", ...timings });
+      b.start({ onStartedLeading: () => (tookOverAt = Date.now()), onStoppedLeading: () => {} });
+      expect(await eventually(() => b.state() === "following", 5_000)).toBe(true);
+      await new Promise((r) => setTimeout(r, 300)); // B is watching the key
+      const releasedAt = Date.now();
+      await a.stop(); // revokes the lease: the key is deleted
+      expect(await eventually(() => tookOverAt > 0, 6_000, 10)).toBe(true);
+      expect(tookOverAt - releasedAt).toBeLessThan(1_000);
+      await b.stop();
+    } finally {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

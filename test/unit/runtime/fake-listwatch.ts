@@ -111,6 +111,7 @@ export class FakeListWatch {
 
   async list(prefix: string, options?: { revision?: number; limit?: number; startAfter?: string }): Promise<ListPage> {
     const call = this.listCalls++;
+    this.expireLeases();
     await Promise.resolve();
     this.beforeListPage?.(call);
     if (this.failLists > 0) {

@@ -103,7 +103,7 @@ describe("LeaderElector", () => {
     // A's create-leader-key transaction is applied, but its answer never arrives; the read that
     // then finds the key (ours: the pending lease) is slow. A learns it leads 9.9 s after the grant.
     let loseTxnAnswer = true;
-    let slowGet = false;
+    let slowRead = false;
     const lossy = {
       grantLease: (ttl: number) => store.grantLease(ttl),
       watch: store.watch.bind(store),
@@ -111,15 +111,16 @@ describe("LeaderElector", () => {
         const res = await store.txn(...args);
         if (!loseTxnAnswer) return res;
         loseTxnAnswer = false;
-        slowGet = true;
+        slowRead = true;
         return new Promise<never>(() => {});
       },
-      async get(key: string) {
-        if (slowGet) {
-          slowGet = false;
+      get: (key: string) => store.get(key),
+      async list(prefix: string, options: { limit: number }) {
+        if (slowRead) {
+          slowRead = false;
           await clock.sleep(3_900);
         }
-        return store.get(key);
+        return store.list(prefix, options);
       },
     };
     store.keepAliveGate = new Promise(() => {}); // and no renewal ever gets through
@@ -186,6 +187,38 @@ describe("LeaderElector", () => {
     expect(a.elector.state()).toBe("stopped");
     await flushMicrotasks();
     // No clock advance needed: B saw the delete event instead of waiting for its 2 s retry.
+    expect(b.elector.state()).toBe("leading");
+    await b.elector.stop();
+  });
+
+  it("a follower of a long-lived leader takes over at once although the key's own revision is compacted", async () => {
+    const { clock, store } = world();
+    const a = candidate(store, clock, "a");
+    await flushMicrotasks();
+    for (let i = 0; i < 5; i++) store.put(`/platform/other/${i}`, "x");
+    store.compact(store.rev); // the leader key's modRevision + 1 is history now
+    const b = candidate(store, clock, "b");
+    await clock.advanceAsync(500); // B read the key and is watching it
+    expect(b.elector.state()).toBe("following");
+    await a.elector.stop();
+    await flushMicrotasks();
+    expect(b.elector.state()).toBe("leading"); // no retry period waited
+    await b.elector.stop();
+  });
+
+  it("a follower whose watch breaks reads the key again, so a release it missed still ends the wait", async () => {
+    const { clock, store } = world();
+    const a = candidate(store, clock, "a");
+    await flushMicrotasks();
+    const b = candidate(store, clock, "b");
+    await clock.advanceAsync(500);
+    store.silent = true; // the delete event is lost...
+    await a.elector.stop();
+    await flushMicrotasks();
+    expect(b.elector.state()).toBe("following");
+    store.silent = false;
+    store.breakWatches(); // ...and then the watch reports it broke
+    await flushMicrotasks();
     expect(b.elector.state()).toBe("leading");
     await b.elector.stop();
   });
