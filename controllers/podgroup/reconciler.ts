@@ -110,6 +110,8 @@ interface GroupMemory {
 }
 
 const asap = 1;
+/** Shortest run that counts as "started" in a spec update's runtime check. */
+const runtimeCheckMinMs = 1_000;
 
 export class PodGroupReconciler {
   private readonly memory = new Map<string, GroupMemory>();
@@ -444,9 +446,13 @@ class Pass {
     return next;
   }
 
-  /** Whether the instance's new pod passed the runtime check: running for setupTime seconds. */
+  /**
+   * Whether the instance's new pod passed the runtime check: every container running for the
+   * pod's setupTime, and at least runtimeCheckMinMs, so that a version that dies right after its
+   * start is not taken for a good one and does not get rolled out to the next instance.
+   */
   private runtimeCheck(kept: PodCandidate, spec: StoredPodGroup): { done: boolean; wakeAt?: number; failure?: string } {
-    const setupMs = (spec.pod.setupTime ?? 0) * 1000;
+    const setupMs = Math.max((spec.pod.setupTime ?? 0) * 1000, runtimeCheckMinMs);
     const cs = podContainers(kept).map((o) => o.c);
     if (!podComplete(kept, spec.pod.containers.length)) return { done: false };
     if (cs.every((c) => c.state === "running")) {
