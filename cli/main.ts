@@ -9,6 +9,11 @@ interface Command {
 
 const commands: Record<string, Command> = {
   up: { summary: "every component in one process (embedded store, local Docker)", load: () => import("./commands/up.ts") },
+  orchestrator: { summary: "the orchestrator: PodGroup API and controllers", load: () => import("./commands/orchestrator.ts") },
+  apply: { summary: "create or update PodGroups from a YAML or JSON file (-f)", load: () => import("./commands/apply.ts") },
+  get: { summary: "show a PodGroup (get podgroup NAME) or all of them (get podgroups)", load: () => import("./commands/get.ts") },
+  scale: { summary: "set a PodGroup's number of instances (scale NAME N)", load: () => import("./commands/scale.ts") },
+  delete: { summary: "delete a PodGroup and its instances (delete podgroup NAME)", load: () => import("./commands/delete.ts") },
 };
 
 function help(): string {

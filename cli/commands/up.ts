@@ -2,27 +2,25 @@
 //
 // What runs today: the store (with its compactor), leader election (trivially single-process on
 // the embedded store; a real fenced lease on etcd), the cluster adapter checked against every
-// engine, and the manager's /healthz, /readyz and /metrics. Components join this process as they
-// are built (orchestrator, secrets, console, registry).
-import { hostname } from "node:os";
-import { mkdirSync } from "node:fs";
-import { randomBytes } from "node:crypto";
-import { Registry } from "prom-client";
-import { DockerCluster } from "../../adapters/cluster/index.ts";
-import { openStore } from "../../adapters/store/open.ts";
-import { StoreCompactor } from "../../runtime/compactor.ts";
-import { LeaderElector, SingleProcessElector } from "../../runtime/leaderelection.ts";
+// engine, the manager's /healthz, /readyz and /metrics, and the orchestrator (its API and
+// controllers, installed exactly as `capstan orchestrator` installs them). Components join this
+// process as they are built (secrets, console, registry).
+//
+// The leader key is the orchestrator's: `capstan up` and `capstan orchestrator` processes sharing
+// one etcd then elect a single leader between them, instead of both running the controllers.
 import { createLogger } from "../../runtime/log.ts";
-import { Manager } from "../../runtime/manager.ts";
-import { parseListenAddress } from "../listen.ts";
+import { orchestratorOptionDefs, orchestratorSettings } from "../orchestrator-options.ts";
+import { installOrchestrator, orchestratorLeaderKey } from "../orchestrator.ts";
 import { parseArgs, usage, type OptionDef } from "../options.ts";
+import { clusterOption, historyOption, serve, webOption } from "../serve.ts";
 
 const defs: OptionDef[] = [
-  { name: "web", type: "string", help: "listen address for the HTTP APIs and probes", default: ":9000" },
+  webOption,
   { name: "data", type: "string", help: "data directory of the embedded store", default: "./capstan-data" },
   { name: "store", type: "string", help: "store URL: sqlite://PATH or etcd://HOST:PORT[,HOST:PORT] (default sqlite://DATA/state.db)" },
-  { name: "cluster", type: "string", help: "Docker engines: [NAME=]unix:///path.sock or tcp://host:port, comma-separated", default: "unix:///var/run/docker.sock" },
-  { name: "history", type: "duration", help: "store history kept for watches to resume from", default: "10m" },
+  clusterOption,
+  historyOption,
+  ...orchestratorOptionDefs,
 ];
 
 export async function run(argv: string[]): Promise<number> {
@@ -32,50 +30,17 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   const o = args.options as { web: string; data: string; store?: string; cluster: string; history: number };
-  const log = createLogger("capstan");
-  const listen = parseListenAddress(o.web);
-  let storeUrl = o.store;
-  if (!storeUrl) {
-    mkdirSync(o.data, { recursive: true });
-    storeUrl = `sqlite://${o.data}/state.db`;
-  }
-  const store = openStore(storeUrl);
-  const cluster = DockerCluster.fromSpec(o.cluster, { logger: log });
-
-  const identity = `${hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
-  const leaderKey = "/platform/up/leader";
-  const registry = new Registry();
-  const manager: Manager = new Manager({
-    name: "capstan",
-    http: listen,
-    log,
-    registry,
-    elector: storeUrl.startsWith("etcd://")
-      ? new LeaderElector({ store, key: leaderKey, identity, log, registry })
-      : new SingleProcessElector({ store, key: leaderKey, identity, log, registry }),
-  });
-  manager.add(new StoreCompactor({ store, retentionMs: o.history, log, registry }));
-
-  for (const node of await cluster.nodes()) {
-    log.info(
-      { node: node.name, endpoint: node.endpoint, state: node.state, cpus: node.cpus, memoryBytes: node.memoryBytes, error: node.error },
-      "cluster node",
-    );
-  }
-  const onSignal = (signal: NodeJS.Signals) => {
-    log.info({ signal }, "shutting down");
-    void manager.stop();
-  };
-  process.once("SIGTERM", onSignal);
-  process.once("SIGINT", onSignal);
-  try {
-    await manager.start();
-    log.info({ address: manager.address(), store: store.description }, "capstan is up");
-  } catch {
-    // finished() carries the error; the manager has stopped what it started.
-  }
-  const exit = await manager.finished();
-  await store.close();
-  if (exit.code !== 0) log.error({ err: exit.error }, "capstan stopped on a failure");
-  return exit.code;
+  const settings = orchestratorSettings(args.options);
+  return serve(
+    {
+      name: "capstan",
+      web: o.web,
+      storeUrl: o.store ?? `sqlite://${o.data}/state.db`,
+      cluster: o.cluster,
+      historyMs: o.history,
+      leaderKey: orchestratorLeaderKey,
+      log: createLogger("capstan"),
+    },
+    (ctx) => installOrchestrator(ctx, settings),
+  );
 }

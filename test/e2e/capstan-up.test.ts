@@ -1,5 +1,6 @@
 // The real `capstan` binary, as a user runs it: help, usage errors, and `capstan up` on a fresh
-// embedded store against the real engines, serving probes and stopping cleanly on SIGTERM.
+// embedded store against the real engines, serving probes and the orchestrator's API, and stopping
+// cleanly on SIGTERM. (test/e2e/orchestrator.test.ts drives the orchestrator itself.)
 import { spawn, execFile } from "node:child_process";
 import { mkdtempSync, rmSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -30,11 +31,14 @@ describe("capstan command", () => {
     const top = await capstan(["-h"]);
     expect(top.code).toBe(0);
     expect(top.stdout).toMatch(/^ {2}up +every component/m);
+    for (const command of ["orchestrator", "apply", "get", "scale", "delete"]) expect(top.stdout).toMatch(new RegExp(`^ {2}${command} +\\w`, "m"));
     const up = await capstan(["up", "-h"]);
     expect(up.code).toBe(0);
     expect(up.stdout).toContain("-web VALUE");
     expect(up.stdout).toContain("(default :9000) [CAPSTAN_WEB]");
     expect(up.stdout).toContain("-history DURATION");
+    expect(up.stdout).toContain("-update-wait DURATION");
+    expect(up.stdout).toContain("(default 30s) [CAPSTAN_REFRESH_INTERVAL]");
   });
 
   it("answers usage errors with exit code 2 and a message naming the option", async () => {
@@ -47,7 +51,7 @@ describe("capstan command", () => {
     expect(unknown.stderr).toContain("unknown option -bogus");
   });
 
-  it("capstan up serves /healthz, /readyz and /metrics, then stops with exit 0 on SIGTERM", async () => {
+  it("capstan up serves /healthz, /readyz, /metrics and the orchestrator's API, then stops with exit 0 on SIGTERM", async () => {
     const services = loadServices();
     const data = mkdtempSync(join(tmpdir(), "capstan-up-"));
     dirs.push(data);
@@ -73,9 +77,13 @@ describe("capstan command", () => {
     expect(await (await fetch(`${base}/healthz`)).text()).toBe("ok");
     const ready = await fetch(`${base}/readyz`);
     expect(ready.status).toBe(200);
-    expect(await ready.json()).toMatchObject({ status: "ok", checks: { "leader-election": true } });
+    expect(await ready.json()).toMatchObject({ status: "ok", checks: { "leader-election": true, "informer:podgroups": true, "informer:nodes": true } });
     const metrics = await (await fetch(`${base}/metrics`)).text();
-    expect(metrics).toMatch(/^leader_election_master_status\{name="\/platform\/up\/leader"\} 1$/m);
+    // The orchestrator's leader key: up and orchestrator processes on one etcd elect one leader.
+    expect(metrics).toMatch(/^leader_election_master_status\{name="\/platform\/orchestrator\/leader"\} 1$/m);
+    const groups = await fetch(`${base}/api/podgroups/_all`);
+    expect(groups.status).toBe(200);
+    expect(await groups.json()).toEqual([]);
     for (const node of Object.keys(services.engines)) {
       expect(log).toMatch(new RegExp(`"node":"${node}"[^\\n]*"state":"ready"`));
     }

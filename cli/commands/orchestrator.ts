@@ -1,0 +1,34 @@
+// `capstan orchestrator`: the orchestrator API and its controllers in one process (DESIGN.md 7).
+import { createLogger } from "../../runtime/log.ts";
+import { orchestratorOptionDefs, orchestratorSettings } from "../orchestrator-options.ts";
+import { installOrchestrator, orchestratorLeaderKey } from "../orchestrator.ts";
+import { parseArgs, usage, type OptionDef } from "../options.ts";
+import { clusterOption, historyOption, serve, webOption } from "../serve.ts";
+
+const defs: OptionDef[] = [
+  webOption,
+  clusterOption,
+  { name: "store", type: "string", help: "store URL: sqlite://PATH or etcd://HOST:PORT[,HOST:PORT]", default: "sqlite://./capstan-data/state.db" },
+  ...orchestratorOptionDefs,
+  historyOption,
+];
+
+const summary = `Runs the orchestrator: the PodGroup API (/api/podgroups) and the controllers that converge the
+Docker engines to it. Several replicas may share an etcd store: all serve the API, one (the elected
+leader) runs the controllers.`;
+
+export async function run(argv: string[]): Promise<number> {
+  const args = parseArgs(argv, defs);
+  if (args.help) {
+    process.stdout.write(
+      `${usage("orchestrator", summary, defs)}\nexample:\n  capstan orchestrator -web :9000 -cluster n1=unix:///var/run/docker.sock -store etcd://127.0.0.1:2379\n`,
+    );
+    return 0;
+  }
+  const o = args.options as { web: string; cluster: string; store: string; history: number };
+  const settings = orchestratorSettings(args.options);
+  return serve(
+    { name: "orchestrator", web: o.web, storeUrl: o.store, cluster: o.cluster, historyMs: o.history, leaderKey: orchestratorLeaderKey, log: createLogger("orchestrator") },
+    (ctx) => installOrchestrator(ctx, settings),
+  );
+}

@@ -1,0 +1,113 @@
+// One long-running Capstan process, the part every server command shares (`capstan up`,
+// `capstan orchestrator`, later the other components): open the store and the cluster, elect a
+// leader (a fenced lease on etcd; trivially this process on the embedded store, which one process
+// owns), compact the store's history, serve probes and metrics, let the command install its
+// components, and run until SIGTERM/SIGINT or a failure.
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
+import { Registry } from "prom-client";
+import { ClusterSpecError, DockerCluster, type Cluster } from "../adapters/cluster/index.ts";
+import { openStore, StoreUrlError } from "../adapters/store/open.ts";
+import type { Store } from "../adapters/store/store.ts";
+import { StoreCompactor } from "../runtime/compactor.ts";
+import { LeaderElector, SingleProcessElector, type Elector } from "../runtime/leaderelection.ts";
+import type { Logger } from "../runtime/log.ts";
+import { Manager } from "../runtime/manager.ts";
+import { parseListenAddress } from "./listen.ts";
+import { UsageError, type OptionDef } from "./options.ts";
+
+// Options every server command takes.
+export const webOption: OptionDef = { name: "web", type: "string", help: "listen address for the HTTP APIs and probes", default: ":9000" };
+export const clusterOption: OptionDef = {
+  name: "cluster",
+  type: "string",
+  help: "Docker engines: [NAME=]unix:///path.sock or tcp://host:port, comma-separated",
+  default: "unix:///var/run/docker.sock",
+};
+export const historyOption: OptionDef = { name: "history", type: "duration", help: "store history kept for watches to resume from", default: "10m" };
+
+export interface ServeOptions {
+  /** Names the manager in logs. */
+  name: string;
+  web: string;
+  storeUrl: string;
+  cluster: string;
+  historyMs: number;
+  /** The leader key; every process running the same controllers must share it. */
+  leaderKey: string;
+  log: Logger;
+}
+
+/** What a command's components are built from. */
+export interface ServeContext {
+  store: Store;
+  cluster: Cluster;
+  manager: Manager;
+  /** Leader-only writers fence their store writes with `() => elector.fence()`. */
+  elector: Elector;
+  log: Logger;
+}
+
+/** Run the process until it is stopped; answers its exit code (0 stopped, 1 failed). */
+export async function serve(opts: ServeOptions, install: (ctx: ServeContext) => void): Promise<number> {
+  const { log } = opts;
+  let listen: { host: string; port: number };
+  let store: Store;
+  let cluster: DockerCluster;
+  try {
+    listen = parseListenAddress(opts.web);
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  try {
+    cluster = DockerCluster.fromSpec(opts.cluster, { logger: log });
+    store = openStore(opts.storeUrl);
+  } catch (e) {
+    if (e instanceof StoreUrlError || e instanceof ClusterSpecError) throw new UsageError(e.message);
+    throw e;
+  }
+
+  const identity = `${hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
+  const registry = new Registry();
+  const elector: Elector = /^etcd:\/\//i.test(opts.storeUrl)
+    ? new LeaderElector({ store, key: opts.leaderKey, identity, log, registry })
+    : new SingleProcessElector({ store, key: opts.leaderKey, identity, log, registry });
+  const manager = new Manager({ name: opts.name, http: listen, log, registry, elector });
+  manager.add(new StoreCompactor({ store, retentionMs: opts.historyMs, log, registry }));
+  try {
+    install({ store, cluster, manager, elector, log });
+  } catch (e) {
+    await store.close();
+    throw e;
+  }
+
+  for (const node of await cluster.nodes()) {
+    log.info(
+      { node: node.name, endpoint: node.endpoint, state: node.state, cpus: node.cpus, memoryBytes: node.memoryBytes, error: node.error },
+      "cluster node",
+    );
+  }
+  const onSignal = (signal: NodeJS.Signals) => {
+    log.info({ signal }, "shutting down");
+    void manager.stop();
+  };
+  // `once`: a second signal takes Node's default action and ends the process at once.
+  process.once("SIGTERM", onSignal);
+  process.once("SIGINT", onSignal);
+  try {
+    await manager.start();
+    log.info({ address: manager.address(), store: store.description }, `${opts.name} is up`);
+  } catch {
+    // finished() carries the error; the manager has stopped what it started.
+  }
+  const exit = await manager.finished();
+  await store.close();
+  if (exit.code !== 0) log.error({ err: exit.error }, `${opts.name} stopped on a failure`);
+  // Everything is closed, so the event loop should drain and the process end with this code. If a
+  // library left a handle open, end it anyway rather than hang a supervisor's stop.
+  setTimeout(() => {
+    log.warn("handles still open 5 s after shutdown; exiting");
+    process.exit(exit.code);
+  }, 5_000).unref();
+  return exit.code;
+}
