@@ -1,0 +1,202 @@
+// PodGroup operations table, periodic refresh rows (missing container, older data format, stale
+// version, not running -> restart policy with back-off) and tampering behind Capstan's back
+// (containers removed, stopped, a colliding name; runtime data in the store made wrong).
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ContainerEvent } from "../../../adapters/cluster/index.ts";
+import type { PodGroupStatus, RestartPolicy } from "../../../api/resources/podgroup.ts";
+import { planContainer } from "../../../controllers/podgroup/container-spec.ts";
+import { labelKeys } from "../../../controllers/podgroup/naming.ts";
+import { groupSpec, Harness } from "./harness.ts";
+
+const h = new Harness({ updateWaitMs: 300, refreshIntervalMs: 2_000 });
+
+beforeAll(async () => {
+  await h.start();
+});
+
+afterAll(async () => {
+  await h.cleanup();
+});
+
+describe("refresh: missing, older format, stale version", () => {
+  it("redeploys a container removed with rm -f within seconds", async () => {
+    const name = h.name("rmf");
+    await h.put(groupSpec(name, { numInstances: 2 }));
+    const before = await h.converged(name, 2, 1);
+    const t0 = Date.now();
+    await h.cluster.remove(before[1]!.c, { force: true });
+    const after = await h.until("replacement running", async () => {
+      const a = await h.actual(name);
+      return a.length === 2 && a.every((x) => x.c.state === "running") && a[1]!.c.id !== before[1]!.c.id ? a : undefined;
+    }, 10_000, 20);
+    expect(Date.now() - t0).toBeLessThan(3_000);
+    expect(after[0]!.c.id).toBe(before[0]!.c.id);
+    await h.converged(name, 2, 1);
+  });
+
+  it("adopts an older-format container in place (renamed, not restarted) and records it", async () => {
+    const name = h.name("legacy");
+    const spec = groupSpec(name, { numInstances: 1 });
+    // Older format: labels without io.capstan.format, named after the pod rather than the group.
+    const plan = planContainer(spec, 0, 0, 0);
+    const labels = { ...plan.spec.labels };
+    delete labels[labelKeys.format];
+    const old = await h.cluster.create("n2", `${name}-web.v1-i0-d0`, { ...plan.spec, labels });
+    await h.cluster.start(old);
+    const startedAt = (await h.cluster.inspect(old)).status.startedAt;
+
+    await h.put(spec);
+    const s = await h.until("adopted", async () => {
+      const st = await h.status(name);
+      return st?.state === "running" && st.pods[0]?.containers[0]?.name === `${name}.v1-i0-d0` ? st : undefined;
+    });
+    const actual = await h.actual(name);
+    expect(actual).toHaveLength(1);
+    expect(actual[0]!.c.id).toBe(old.id);
+    expect(actual[0]!.c.name).toBe(`${name}.v1-i0-d0`);
+    expect(actual[0]!.format).toBe("1");
+    expect((await h.cluster.inspect(old)).status.startedAt).toBe(startedAt); // not restarted
+    expect(s.pods[0]!.containers[0]).toMatchObject({ id: old.id, format: "1", status: "running" });
+  });
+
+  it("upgrades containers whose version is stale, older-format ones included", async () => {
+    const name = h.name("stale");
+    const v1 = groupSpec(name, { numInstances: 2 });
+    const p0 = planContainer(v1, 0, 0, 0);
+    const legacyLabels = { ...planContainer(v1, 1, 0, 0).spec.labels };
+    delete legacyLabels[labelKeys.format];
+    const c0 = await h.cluster.create("n1", p0.name, p0.spec);
+    const c1 = await h.cluster.create("n2", planContainer(v1, 1, 0, 0).name, { ...planContainer(v1, 1, 0, 0).spec, labels: legacyLabels });
+    await Promise.all([h.cluster.start(c0), h.cluster.start(c1)]);
+    // The store already says version 2 (a PATCH while the orchestrator was down).
+    await h.put({ ...v1, pod: { ...v1.pod, version: 2 } });
+    const after = await h.converged(name, 2, 2, 30_000);
+    expect(after.every((a) => a.format === "2")).toBe(true);
+    await expect(h.cluster.inspect(c0)).rejects.toMatchObject({ name: "NotFoundError" });
+    await expect(h.cluster.inspect(c1)).rejects.toMatchObject({ name: "NotFoundError" });
+  });
+});
+
+describe("refresh: restart policy with back-off", () => {
+  const cases: [RestartPolicy, number, boolean][] = [
+    ["never", 0, false],
+    ["never", 3, false],
+    ["onfail", 0, false],
+    ["onfail", 3, true],
+    ["always", 0, true],
+    ["always", 3, true],
+  ];
+
+  it("never / onfail / always on exit 0 and exit 3; restarts back off (1 s, 2 s, 4 s ...) and survive an orchestrator restart", async () => {
+    const groups = cases.map(([policy, code, restarts]) => ({ name: h.name(`${policy}${code}`), policy, code, restarts }));
+    const starts = new Map<string, number[]>();
+    const sub = h.cluster.subscribe(
+      (ev) => {
+        if (ev.type !== "container") return;
+        const g = (ev as ContainerEvent).labels[labelKeys.podGroup] ?? "";
+        starts.set(g, [...(starts.get(g) ?? []), ev.time]);
+      },
+      { filters: { label: [labelKeys.podGroup], event: ["start"] } },
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    for (const g of groups) {
+      await h.put(groupSpec(g.name, { restartPolicy: g.policy, container: { command: ["sh", "-c", `exit ${g.code}`] } }));
+    }
+    await new Promise((r) => setTimeout(r, 6_500));
+
+    for (const g of groups) {
+      const s = (await h.status(g.name))!;
+      const pod = s.pods[0]!;
+      const n = starts.get(g.name)?.length ?? 0;
+      if (!g.restarts) {
+        expect([g.name, n, pod.restartCount]).toEqual([g.name, 1, 0]);
+        expect(pod.state).toBe(g.code === 0 ? "exited" : "failed");
+        expect(pod.lastError).toMatch(new RegExp(`code ${g.code}.*not restarted`));
+        continue;
+      }
+      // 1 + restarts at ~1 s, ~3 s, ~7 s: 2 or 3 restarts by 6.5 s. A tight loop would be dozens.
+      expect(pod.restartCount, g.name).toBeGreaterThanOrEqual(2);
+      expect(pod.restartCount, g.name).toBeLessThanOrEqual(3);
+      expect(n).toBe(pod.restartCount + 1);
+      expect(pod.lastError).toMatch(/restart \d+ at/);
+      const t = starts.get(g.name)!;
+      expect(t[2]! - t[1]!).toBeGreaterThan(1.5 * (t[1]! - t[0]!)); // doubling
+    }
+
+    // A new orchestrator process continues the back-off where the old one left it.
+    const crashing = groups.find((g) => g.policy === "always" && g.code === 3)!;
+    const failuresOf = (st: PodGroupStatus) => (st.internal as { instances: Record<string, { failures: number }> }).instances["0"]!.failures;
+    const before = (await h.status(crashing.name))!;
+    expect(failuresOf(before)).toBeGreaterThanOrEqual(3);
+    await h.stop();
+    await h.start();
+    await new Promise((r) => setTimeout(r, 3_500));
+    // Reset, it would restart at +1 s and +3 s; continued, the next delay is 4 s or 8 s.
+    const s = (await h.status(crashing.name))!;
+    expect(s.pods[0]!.restartCount).toBeGreaterThanOrEqual(before.pods[0]!.restartCount);
+    expect(s.pods[0]!.restartCount).toBeLessThanOrEqual(before.pods[0]!.restartCount + 1);
+    expect(failuresOf(s)).toBeGreaterThanOrEqual(failuresOf(before));
+    await sub.unsubscribe();
+  });
+});
+
+describe("tampering", () => {
+  it("a container stopped behind our back is restarted (policy always)", async () => {
+    const name = h.name("stopped");
+    await h.put(groupSpec(name, { numInstances: 1, restartPolicy: "always" }));
+    const [a] = await h.converged(name, 1, 1);
+    await h.cluster.stop(a!.c, { timeoutSeconds: 1 });
+    await h.until("restarted", async () => {
+      const d = await h.cluster.inspect(a!.c);
+      return d.status.running;
+    }, 10_000);
+    const s = await h.until("status counts it", async () => {
+      const st = await h.status(name);
+      return st?.pods[0]?.restartCount === 1 && st.state === "running" ? st : undefined;
+    });
+    expect(s.pods[0]!.containers[0]!.id).toBe(a!.c.id);
+  });
+
+  it("wrong runtime data in the store is corrected from the engines", async () => {
+    const name = h.name("garbage");
+    await h.put(groupSpec(name, { numInstances: 2 }));
+    const actual = await h.converged(name, 2, 1);
+    const key = h.keys.statusOf(name);
+    const fake = { state: "failed", lastError: "lies", updatedAt: "x", observedVersion: 9, pods: [{ instanceNo: 7, state: "missing", containers: [] }] };
+    await h.store.put(key, JSON.stringify(fake));
+    let s = await h.until("corrected", async () => {
+      const st = await h.status(name);
+      return st?.state === "running" && st.pods.length === 2 ? st : undefined;
+    }, 10_000);
+    expect(s.pods.map((p) => p.containers[0]!.id)).toEqual(actual.map((a) => a.c.id));
+    expect(s.observedVersion).toBe(1);
+
+    await h.store.put(key, "not json {");
+    s = await h.until("corrected again", async () => {
+      const st = await h.status(name).catch(() => undefined);
+      return st?.state === "running" ? st : undefined;
+    }, 10_000);
+    expect(s.pods.map((p) => p.containers[0]!.id)).toEqual(actual.map((a) => a.c.id));
+    expect((await h.actual(name)).map((a) => a.c.id)).toEqual(actual.map((a) => a.c.id)); // nothing redeployed
+  });
+
+  it("a colliding container with our name but not our labels is reported and left alone", async () => {
+    const name = h.name("collide");
+    const spec = groupSpec(name, { numInstances: 1, pod: { filters: ["node==n1"] } });
+    const foreign = await h.cluster.create("n1", `${name}.v1-i0-d0`, { image: spec.pod.containers[0]!.image, cmd: ["sleep", "600"], networkMode: "none" });
+    await h.put(spec);
+    const s = await h.until("reported", async () => {
+      const st = await h.status(name);
+      return st?.pods[0]?.state === "failed" ? st : undefined;
+    });
+    expect(s.state).toBe("failed");
+    expect(s.pods[0]!.lastError).toMatch(/taken by a container Capstan did not create/);
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect((await h.cluster.inspect(foreign)).labels).toEqual({}); // still there, untouched
+    expect(await h.actual(name)).toEqual([]);
+
+    // Once the operator clears it away, the instance deploys (after its back-off).
+    await h.cluster.remove(foreign, { force: true });
+    await h.converged(name, 1, 1, 15_000);
+  });
+});
