@@ -20,8 +20,9 @@
 // instead of after the next retry.
 //
 // Step-down aborts the AbortSignal handed to onStartedLeading at once (no grace period: another
-// process may already lead) and calls onStoppedLeading. Whether the process then exits or campaigns
-// again is the caller's choice (Manager: exit by default, see manager.ts).
+// process may already lead), calls onStoppedLeading and meanwhile revokes the lease (best effort,
+// bounded by retryPeriod), so that a follower need not wait out the TTL. Whether the process then
+// exits or campaigns again is the caller's choice (Manager: exit by default, see manager.ts).
 import { Registry } from "prom-client";
 import { realClock, type Clock } from "./clock.ts";
 import { withDeadline } from "./deadline.ts";
@@ -199,12 +200,7 @@ export class LeaderElector implements Elector {
     const term = this.term;
     if (term) {
       this.endTerm();
-      try {
-        await withDeadline(term.lease.revoke(), this.retryPeriodMs, this.clock, "lease revoke");
-        this.log.info("leadership released (lease revoked)");
-      } catch (e) {
-        this.log.warn({ err: e }, "could not revoke the lease; it expires after its TTL");
-      }
+      await this.revoke(term.lease);
       await this.notifyStopped({ kind: "released", reason: "stopped" });
     }
     await this.dropPendingLease();
@@ -225,7 +221,9 @@ export class LeaderElector implements Elector {
       if (!term) return;
       const lost = await this.lead(term, signal);
       if (lost === undefined) return; // stop() releases the term
-      await this.notifyStopped({ kind: "lost", reason: lost });
+      // The term is over (endTerm forgot it, so stop() has nothing left to revoke): give the lease
+      // back now, or a follower waits out its TTL. Best effort, while the callback runs.
+      await Promise.all([this.revoke(term.lease), this.notifyStopped({ kind: "lost", reason: lost })]);
       if (!this.recampaign) {
         this.current = "stopped";
         return;
@@ -410,6 +408,16 @@ export class LeaderElector implements Elector {
     this.current = this.recampaign ? "following" : "stopped";
     this.leaderAbort?.abort(reason);
     this.leaderAbort = undefined;
+  }
+
+  /** Revoke a term's lease (its key vanishes with it), giving up after retryPeriod. */
+  private async revoke(lease: LeaseLike): Promise<void> {
+    try {
+      await withDeadline(lease.revoke(), this.retryPeriodMs, this.clock, "lease revoke");
+      this.log.info("leadership released (lease revoked)");
+    } catch (e) {
+      this.log.warn({ err: e }, "could not revoke the lease; it expires after its TTL");
+    }
   }
 
   private async notifyStopped(info: StoppedLeading): Promise<void> {

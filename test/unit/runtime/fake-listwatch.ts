@@ -51,6 +51,8 @@ export class FakeListWatch {
   now: () => number = () => 0;
   /** When set, keepAliveOnce() waits for this promise (a partition). */
   keepAliveGate: Promise<void> | undefined;
+  /** When set, a lease's revoke() waits for this promise. */
+  revokeGate: Promise<void> | undefined;
 
   put(key: string, value: string, lease?: string): number {
     return this.commit([{ type: "put", key, value, lease }]);
@@ -184,7 +186,10 @@ export class FakeListWatch {
         lease.expiresAt = this.now() + lease.ttlMs;
         return ttlSeconds;
       },
-      revoke: async () => this.endLease(lease),
+      revoke: async () => {
+        if (this.revokeGate) await this.revokeGate;
+        this.endLease(lease);
+      },
     };
   }
 

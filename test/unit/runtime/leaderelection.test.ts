@@ -75,6 +75,7 @@ describe("LeaderElector", () => {
     const t0 = clock.now();
     await clock.advanceAsync(5_000);
     store.keepAliveGate = new Promise(() => {});
+    store.revokeGate = new Promise(() => {});
     // The deadline counts from when the last successful renewal was sent: t0 + 5 s + 10 s.
     await clock.advanceAsync(9_999);
     expect(a.elector.state()).toBe("leading");
@@ -94,6 +95,7 @@ describe("LeaderElector", () => {
     await clock.advanceAsync(5_000 + 2_000);
     expect(b.elector.state()).toBe("leading");
     expect((await store.get(KEY))?.value).toBe("b");
+    store.revokeGate = undefined; // the partition heals
     await a.elector.stop();
     await b.elector.stop();
   });
@@ -146,8 +148,25 @@ describe("LeaderElector", () => {
     // grant + renewDeadline (10 s), not 10 s after it learned of its win.
     expect(timeline).toEqual(["a started +9900", "a stopped +10000: no successful renewal for 10000 ms"]);
     expect(overlap).toBe(false);
-    expect(b.elector.state()).toBe("leading");
+    expect(b.events[0]).toBe("started"); // B did take over (A's lease expired or was revoked)
     await a.stop();
+    await b.elector.stop();
+  });
+
+  it("revokes its lease when it steps down on its renew deadline, so a watching follower takes over at once", async () => {
+    const { clock, store } = world();
+    const a = candidate(store, clock, "a");
+    await flushMicrotasks();
+    const b = candidate(store, clock, "b");
+    await flushMicrotasks();
+    const t0 = clock.now();
+    store.keepAliveGate = new Promise(() => {}); // keep-alives get no answer; the store is otherwise up
+    await clock.advanceAsync(10_000); // A's renew deadline (its lease would live until t0 + 15 s)
+    expect(a.stopped).toEqual([{ kind: "lost", reason: "no successful renewal for 10000 ms" }]);
+    expect(clock.now() - t0).toBe(10_000);
+    expect(b.elector.state()).toBe("leading");
+    expect((await store.get(KEY))?.value).toBe("b");
+    await a.elector.stop();
     await b.elector.stop();
   });
 
