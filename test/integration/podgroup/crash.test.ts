@@ -1,0 +1,135 @@
+// Crash safety: the orchestrator (a child process running the PodGroup controller) is SIGKILLed in
+// the middle of a rolling update and in the middle of a scale-up, at moments picked from the
+// engines' own event streams; after a restart the group must converge with exactly the right
+// containers: one per instance, at the right version, no duplicates, no orphans.
+import { spawn, type ChildProcess } from "node:child_process";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import type { ContainerEvent, Subscription } from "../../../adapters/cluster/index.ts";
+import { labelKeys } from "../../../controllers/podgroup/naming.ts";
+import { groupSpec, Harness, services, type Actual } from "./harness.ts";
+
+const fixture = fileURLToPath(new URL("./fixtures/orchestrator.ts", import.meta.url));
+const h = new Harness();
+const children = new Set<ChildProcess>();
+
+/** Start an orchestrator process; resolves once its caches have synced. */
+async function startOrchestrator(): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ["--import", "tsx", fixture], {
+    env: { ...process.env, ETCD_ENDPOINTS: services.etcdEndpoints.join(","), CLUSTER: services.cluster, ROOT: h.root },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  children.add(child);
+  child.once("exit", () => children.delete(child));
+  const lines = createInterface({ input: child.stdout! });
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("orchestrator did not sync within 30 s")), 30_000);
+    lines.on("line", (line) => {
+      if (line.includes('"synced"')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.once("exit", (code) => reject(new Error(`orchestrator exited early with ${code}`)));
+  });
+  return child;
+}
+
+async function kill(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once("exit", r));
+  child.kill("SIGKILL");
+  await exited;
+}
+
+/** Resolves with the first container event of `group` that `match` accepts. */
+function onEvent(group: string, match: (e: ContainerEvent) => boolean): { seen: Promise<ContainerEvent>; sub: Subscription } {
+  let resolve!: (e: ContainerEvent) => void;
+  const seen = new Promise<ContainerEvent>((r) => (resolve = r));
+  const sub = h.cluster.subscribe(
+    (ev) => {
+      if (ev.type === "container" && match(ev)) resolve(ev);
+    },
+    { filters: { label: [`${labelKeys.podGroup}=${group}`] } },
+  );
+  return { seen, sub };
+}
+
+/** Exactly one running container per instance 0..n-1, all at `version`; nothing else of the group. */
+function expectExact(actual: Actual[], n: number, version: number): void {
+  expect(actual.map((a) => [a.instance, a.version, a.c.state])).toEqual(Array.from({ length: n }, (_, i) => [i, version, "running"]));
+}
+
+afterEach(async () => {
+  await Promise.all([...children].map(kill));
+});
+
+afterAll(async () => {
+  await h.cleanup();
+});
+
+describe("crash safety", () => {
+  it("SIGKILL during a rolling update (in the update wait, then mid-deploy): converges to v2, one container per instance", async () => {
+    const name = h.name("crashroll");
+    await h.put(groupSpec(name, { numInstances: 4 }));
+    let child = await startOrchestrator();
+    await h.converged(name, 4, 1);
+
+    // Kill 1: right after instance 1's v1 container is destroyed (the update wait has begun).
+    let w = onEvent(name, (e) => e.action === "destroy" && e.labels[labelKeys.instance] === "1" && e.labels[labelKeys.version] === "1");
+    await new Promise((r) => setTimeout(r, 300));
+    await h.updatePod(name, (pod) => (pod.containers[0]!.env = ["V=2"]));
+    await w.seen;
+    await kill(child);
+    await w.sub.unsubscribe();
+    let mid = await h.actual(name);
+    expect(mid.filter((a) => a.instance === 1)).toEqual([]); // killed in the gap
+    expect(mid.filter((a) => a.version === 2).map((a) => a.instance)).toEqual([0]);
+
+    // Kill 2: the moment instance 2's v2 container is created (before it is started or recorded).
+    child = await startOrchestrator();
+    w = onEvent(name, (e) => e.action === "create" && e.labels[labelKeys.instance] === "2" && e.labels[labelKeys.version] === "2");
+    await w.seen;
+    await kill(child);
+    await w.sub.unsubscribe();
+    mid = await h.actual(name);
+    expect(mid.filter((a) => a.instance === 2).map((a) => a.version)).toEqual([2]);
+    expect(mid.filter((a) => a.instance === 3).map((a) => a.version)).toEqual([1]);
+
+    child = await startOrchestrator();
+    const final = await h.converged(name, 4, 2, 30_000);
+    expectExact(final, 4, 2);
+    // No duplicates appear later either (a refresh or two after convergence).
+    await new Promise((r) => setTimeout(r, 2_500));
+    expectExact(await h.actual(name), 4, 2);
+    await kill(child);
+  });
+
+  it("SIGKILL in the middle of a scale-up to 6: converges with exactly 6, no duplicates, no orphans", async () => {
+    const name = h.name("crashscale");
+    await h.put(groupSpec(name, { numInstances: 1 }));
+    let child = await startOrchestrator();
+    const one = await h.converged(name, 1, 1);
+
+    const w = onEvent(name, (e) => e.action === "create");
+    await new Promise((r) => setTimeout(r, 300));
+    await h.patch(name, (s) => (s.numInstances = 6));
+    await w.seen;
+    await kill(child);
+    await w.sub.unsubscribe();
+    const mid = await h.actual(name);
+    expect(mid.length).toBeGreaterThan(1);
+    expect(mid.filter((a) => a.c.state === "running").length).toBeLessThan(6); // really killed mid-way
+
+    child = await startOrchestrator();
+    const final = await h.converged(name, 6, 1, 30_000);
+    expectExact(final, 6, 1);
+    expect(final[0]!.c.id).toBe(one[0]!.c.id);
+    // Containers created before the kill were adopted, not replaced.
+    for (const m of mid) expect(final.some((f) => f.c.id === m.c.id)).toBe(true);
+    await new Promise((r) => setTimeout(r, 2_500));
+    expectExact(await h.actual(name), 6, 1);
+    await kill(child);
+  });
+});
