@@ -132,6 +132,12 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
     return accepted(c, message, checkUrlOf(name));
   };
 
+  // Other methods and sub-paths of this API answer in its error shape even when the app is mounted
+  // on a parent (whose own not-found answer is plain text). Only our own paths: a wider catch-all
+  // would shadow routes other components mount later.
+  app.all("/api/podgroups", notFoundHandler);
+  app.all("/api/podgroups/*", notFoundHandler);
+
   return app;
 }
 

@@ -2,7 +2,9 @@
 // code, the named field, and no write), happy paths asserted on the stored records, PascalCase
 // bodies and integer enum codes, compare-and-swap under concurrency, feasibility against node
 // records, and the OpenAPI document.
+import { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createPodGroupApi } from "../../../api/orchestrator/podgroups.ts";
 import { keys } from "../../../api/resources/keys.ts";
 import type { PodGroupStatus, PodGroupWithSpec, StoredPodGroup } from "../../../api/resources/podgroup.ts";
 import { uniqueName } from "../../helpers/services.ts";
@@ -371,6 +373,22 @@ describe("feasibility", () => {
     expect(scale.body.reason).toBe("InsufficientResources");
     // Scaling down is always accepted.
     expect((await api.call("PATCH", q({ name, cmd: "replica", num_instances: "0" }))).status).toBe(202);
+  });
+});
+
+describe("mounted on a parent app", () => {
+  it("keeps its error shape for other methods and sub-paths of /api/podgroups, and shadows nothing else", async () => {
+    const parent = new Hono();
+    parent.route("/", createPodGroupApi({ store: api.store, ...api.informers }));
+    parent.get("/api/nodes", (c) => c.json([]));
+    const put = await parent.request("/api/podgroups", { method: "PUT" });
+    expect(put.status).toBe(404);
+    expect(await put.json()).toEqual({ code: "NotFound", message: "no route for PUT /api/podgroups" });
+    const sub = await parent.request("/api/podgroups/x/y");
+    expect(await sub.json()).toMatchObject({ code: "NotFound" });
+    expect((await parent.request("/api/nodes")).status).toBe(200);
+    const missing = await parent.request(q({ name: n("nope") }));
+    expect(await missing.json()).toEqual({ code: "NotFound", message: `podgroup ${n("nope")} not found` });
   });
 });
 
