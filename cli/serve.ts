@@ -10,7 +10,7 @@ import { ClusterSpecError, DockerCluster, type Cluster } from "../adapters/clust
 import { openStore, StoreUrlError } from "../adapters/store/open.ts";
 import type { Store } from "../adapters/store/store.ts";
 import { StoreCompactor } from "../runtime/compactor.ts";
-import { LeaderElector, SingleProcessElector, type Elector } from "../runtime/leaderelection.ts";
+import { LeaderElector, type Elector } from "../runtime/leaderelection.ts";
 import type { Logger } from "../runtime/log.ts";
 import { Manager } from "../runtime/manager.ts";
 import { parseListenAddress } from "./listen.ts";
@@ -69,9 +69,10 @@ export async function serve(opts: ServeOptions, install: (ctx: ServeContext) => 
 
   const identity = `${hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
   const registry = new Registry();
-  const elector: Elector = /^etcd:\/\//i.test(opts.storeUrl)
-    ? new LeaderElector({ store, key: opts.leaderKey, identity, log, registry })
-    : new SingleProcessElector({ store, key: opts.leaderKey, identity, log, registry });
+  // A real lease on either store: two processes on one SQLite file (or an overlapping restart) get
+  // one leader and fenced writes, exactly as on etcd. After a crash the next process leads once the
+  // dead one's lease expires (15 s); a clean stop revokes it, so a restart leads at once.
+  const elector: Elector = new LeaderElector({ store, key: opts.leaderKey, identity, log, registry });
   const manager = new Manager({ name: opts.name, http: listen, log, registry, elector });
   manager.add(new StoreCompactor({ store, retentionMs: opts.historyMs, log, registry }));
   try {
