@@ -78,10 +78,14 @@ async function eventually<T>(what: string, probe: () => Promise<T | undefined | 
 async function engineReserved(node: string, id: string): Promise<{ memoryBytes: number; nanoCpus: number; includes: boolean }> {
   const up = await cluster.listContainers(node, { filters: { label: [reservedLabel], status: ["running"] } });
   const details = await Promise.all(up.map((c) => cluster.inspect(c).catch(() => undefined)));
-  return details.reduce(
-    (sum, d) => (d ? { memoryBytes: sum.memoryBytes + d.memoryBytes, nanoCpus: sum.nanoCpus + d.nanoCpus, includes: sum.includes || d.id === id } : sum),
-    { memoryBytes: 0, nanoCpus: 0, includes: false },
-  );
+  const sum = { memoryBytes: 0, nanoCpus: 0, includes: false };
+  for (const d of details) {
+    if (d === undefined) continue; // removed since the list
+    sum.memoryBytes += d.memoryBytes;
+    sum.nanoCpus += d.nanoCpus;
+    sum.includes ||= d.id === id;
+  }
+  return sum;
 }
 
 describe("node monitor on the real engines", () => {
