@@ -4,7 +4,7 @@
 // first request.
 import { z } from "zod";
 import { ContainerSpec, PodGroupSpec, PodSpec } from "../resources/podgroup.ts";
-import { maxJsonBodyBytes } from "../http/body.ts";
+import { maxJsonBodyBytes } from "../http/index.ts";
 import { DeleteQuery, GetQuery, ReplicaQuery } from "./queries.ts";
 import {
   AcceptedSchema,

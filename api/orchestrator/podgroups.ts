@@ -18,10 +18,7 @@ import { parsePlacementFilter, type PlacementFilter } from "../../adapters/clust
 import type { Store } from "../../adapters/store/store.ts";
 import type { Informer } from "../../runtime/informer.ts";
 import { silentLogger, type Logger } from "../../runtime/log.ts";
-import { readJsonBody } from "../http/body.ts";
-import { accepted, errorHandler, notAllowed, notFound, notFoundHandler } from "../http/errors.ts";
-import { parseQuery } from "../http/query.ts";
-import { invalid } from "../http/validation.ts";
+import { accepted, errorHandler, invalid, notAllowed, notFound, notFoundHandler, parseQuery, readJsonBody } from "../http/index.ts";
 import type { NodeRecord } from "../resources/node.ts";
 import { PodGroupSpecInput, PodSpecInput, type PodGroupSpec, type PodSpec, type StoredPodGroup } from "../resources/podgroup.ts";
 import { DemandIndex } from "./demand.ts";

@@ -1,7 +1,7 @@
 // Query parameters of the PodGroup endpoints, as zod schemas: the handlers validate with them and
 // the OpenAPI document lists them from them. Names are the spec's (snake_case).
 import { z } from "zod";
-import { queryBoolean, queryCount } from "../http/query.ts";
+import { queryBoolean, queryCount } from "../http/index.ts";
 import { Name, PodGroupSpec, restartPolicies, type RestartPolicy } from "../resources/podgroup.ts";
 
 const maxInstances = PodGroupSpec.shape.numInstances.maxValue ?? 1000;

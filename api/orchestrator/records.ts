@@ -2,11 +2,11 @@
 // for a new group, compare-and-swap on the key's modRevision for a change, so concurrent requests
 // on any replica never overwrite each other (a lost race re-reads and re-applies the change).
 import { randomUUID } from "node:crypto";
-import type { Store } from "../../adapters/store/store.ts";
+import type { KeyValue, Store } from "../../adapters/store/store.ts";
 import { keys } from "../resources/keys.ts";
 import type { PodGroupStatus, PodGroupWithSpec, StoredPodGroup } from "../resources/podgroup.ts";
 import type { RefreshTask } from "../resources/task.ts";
-import { notAllowed, notFound, unavailable } from "../http/errors.ts";
+import { notAllowed, notFound, unavailable } from "../http/index.ts";
 
 export interface Versioned<T> {
   record: T;
@@ -107,8 +107,8 @@ function parseStatus(value: string): PodGroupStatus | "unreadable" {
 
 const pageSize = 1000;
 
-async function listAll(store: Store, prefix: string, revision?: number) {
-  const items = [];
+async function listAll(store: Store, prefix: string, revision?: number): Promise<{ items: KeyValue[]; revision: number | undefined }> {
+  const items: KeyValue[] = [];
   let startAfter: string | undefined;
   let at = revision;
   for (;;) {

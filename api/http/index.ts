@@ -1,0 +1,21 @@
+// Shared HTTP pieces of every Capstan API (orchestrator, secrets, registry, console). Components
+// import from here: error answers in DESIGN.md section 6's shapes, JSON bodies (content type,
+// 1 MiB, UTF-8, syntax, then a zod schema) and query parameters, every failure a 400 that names
+// the field.
+export {
+  accepted,
+  ApiError,
+  badRequest,
+  errorHandler,
+  notAllowed,
+  notFound,
+  notFoundHandler,
+  unavailable,
+  type ErrorBody,
+  type ErrorDetail,
+  type ErrorStatus,
+  type NotAllowedReason,
+} from "./errors.ts";
+export { maxJsonBodyBytes, readJson, readJsonBody, type ReadJsonOptions } from "./body.ts";
+export { parseQuery, queryBoolean, queryCount } from "./query.ts";
+export { detailsOf, formatPath, invalid, parseWith } from "./validation.ts";
