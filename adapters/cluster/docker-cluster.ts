@@ -222,13 +222,12 @@ export class DockerCluster implements Cluster {
   private eventSource(engine: Engine): EventSource {
     return {
       node: engine.node,
-      open: async ({ since, filters }, signal) => {
+      open: async ({ filters }, signal) => {
         const f: Record<string, string[]> = { type: ["container"] };
         if (filters.label?.length) f.label = [...filters.label];
         if (filters.event?.length) f.event = [...filters.event];
         const stream = (await engine.docker.getEvents({
           filters: f,
-          ...(since === undefined ? {} : { since }),
           abortSignal: signal,
         } as Docker.GetEventsOptions)) as Readable;
         // An idle event stream carries no bytes for hours; TCP keep-alive is what notices a peer

@@ -9,9 +9,12 @@
 //   jittered exponential back-off -> connect again.
 //
 // Invariant: a consumer receives a relist of a node after every (re)connect and before any event
-// of that connection, so anything that changed while the stream was down shows in the relist.
-// `since` (the last event's time) only narrows the gap; its replayed events may repeat ones
-// already delivered, which level-triggered consumers tolerate by construction.
+// of that connection, so anything that changed while the stream was down shows in the relist, and
+// every event delivered after the relist happened after the stream was opened (just before the
+// relist was read): at worst it repeats what the relist already shows, never anything older. That
+// is why the stream is opened without `since`: its replay of older events would arrive after the
+// relist and roll a consumer's state back (a replayed `start` of a container the relist showed as
+// exited), and the relist already covers the gap it would fill.
 import type { Readable } from "node:stream";
 import { Backoff, type BackoffOptions } from "../../runtime/backoff.ts";
 import { realClock, type Clock } from "../../runtime/clock.ts";
@@ -30,8 +33,8 @@ import { LineSplitter } from "./ndjson.ts";
 /** What a watcher needs from one engine. */
 export interface EventSource {
   readonly node: string;
-  /** Opens the container event stream; resolves once the engine answered. `since` in engine seconds. */
-  open(query: { since: number | undefined; filters: EventFilters }, signal: AbortSignal): Promise<Readable>;
+  /** Opens the container event stream from now on (no replay); resolves once the engine answered. */
+  open(query: { filters: EventFilters }, signal: AbortSignal): Promise<Readable>;
   /** The node's containers now, in every state, narrowed by the label filter. */
   list(label: string[] | undefined, signal: AbortSignal): Promise<ContainerSummary[]>;
 }
@@ -122,8 +125,6 @@ class NodeWatcher {
   badLines = 0;
   connects = 0;
   private state: NodeState | undefined;
-  /** Engine time (seconds) of the last event seen: the next connection's `since`. */
-  private lastEventTime: number | undefined;
   private readonly stopping = new AbortController();
   private readonly done: Promise<void>;
   private readonly clock: Clock;
@@ -225,7 +226,7 @@ class NodeWatcher {
       conn.abort(new Error(`event stream did not open within ${this.connectTimeoutMs} ms`)),
     );
     try {
-      return await this.source.open({ since: this.lastEventTime, filters: this.filters }, conn.signal);
+      return await this.source.open({ filters: this.filters }, conn.signal);
     } catch (err) {
       throw conn.signal.aborted ? conn.signal.reason : err;
     } finally {
@@ -243,9 +244,7 @@ class NodeWatcher {
     }
     const ev = toContainerEvent(this.source.node, msg);
     if (ev === undefined) this.badLines++;
-    if (!ev) return undefined;
-    this.lastEventTime = Math.floor(ev.time / 1000);
-    return ev;
+    return ev ?? undefined;
   }
 
   private setState(state: NodeState, err?: unknown): void {

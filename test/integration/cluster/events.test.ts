@@ -125,6 +125,10 @@ describe("events", () => {
       // The stream resumed: a new change on n2 arrives as an event.
       await slow.start({ node: "n2", id: `${run}-during` });
       await rec2.waitFor("start after restart", isContainer("n2", "start", `${run}-during`), mark);
+      // Nothing older than the relist arrived after it: the stream is opened without `since`, so the
+      // engine replayed neither the removal of -before nor the creation of -during (the relist has both).
+      const afterRelist = rec2.events.slice(rec2.events.indexOf(relist) + 1).filter((e) => e.type === "container" && e.node === "n2");
+      expect(afterRelist.map(brief)).toEqual([`n2:start:${run}-during`]);
       expect(sub2.connects).toBeGreaterThanOrEqual(3); // n1 once, n2 before and after
       expect(sub2.badLines).toBe(0);
     } finally {

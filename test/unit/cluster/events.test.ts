@@ -15,18 +15,23 @@ function summary(id: string): ContainerSummary {
   return { node: "n1", id, name: id, image: "i", imageId: "i", command: "", created: 0, state: "running", status: "", labels: {}, networkMode: "none", ports: [] };
 }
 
-/** A scripted engine: each open() takes the next planned outcome. */
+/**
+ * A scripted engine: each open() takes the next planned outcome. Like Docker, it keeps the events
+ * it has emitted and replays those at or after a `since` (engine seconds) into a new stream.
+ */
 class FakeSource implements EventSource {
   readonly node = "n1";
-  opens: { since: number | undefined; filters: EventFilters }[] = [];
+  opens: { filters: EventFilters }[] = [];
+  history: { time: number; line: string }[] = [];
   streams: PassThrough[] = [];
   listed: (string[] | undefined)[] = [];
   containers: ContainerSummary[] = [];
   plan: ("ok" | "refuse" | "hang")[] = [];
   listGate: Promise<void> = Promise.resolve();
 
-  open(query: { since: number | undefined; filters: EventFilters }, signal: AbortSignal): Promise<Readable> {
+  open(query: { filters: EventFilters }, signal: AbortSignal): Promise<Readable> {
     this.opens.push(query);
+    const since = (query as { since?: number }).since;
     const step = this.plan.shift() ?? "ok";
     if (step === "refuse") return Promise.reject(Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" }));
     if (step === "hang") {
@@ -35,7 +40,16 @@ class FakeSource implements EventSource {
     const s = new PassThrough();
     signal.addEventListener("abort", () => s.destroy(), { once: true });
     this.streams.push(s);
+    if (since !== undefined) for (const h of this.history) if (h.time >= since) s.write(h.line);
     return Promise.resolve(s);
+  }
+
+  /** An event happens on the engine: recorded, and sent on the current stream if it is open. */
+  emit(action: string, id: string, time: number): void {
+    const l = line(action, id, time);
+    this.history.push({ time, line: l });
+    const s = this.streams.at(-1);
+    if (s && !s.writableEnded && !s.destroyed) s.write(l);
   }
 
   async list(label: string[] | undefined): Promise<ContainerSummary[]> {
@@ -82,22 +96,26 @@ describe("event watcher", () => {
     src.streams[0]!.write(line("die", "b"));
     await until("live event", () => got.length === 4);
     expect(got).toEqual(["node:ready", "relist:a", "start:b", "die:b"]);
-    expect(src.opens[0]).toEqual({ since: undefined, filters: { label: ["io.capstan.format"] } });
+    expect(src.opens[0]).toEqual({ filters: { label: ["io.capstan.format"] } });
     expect(src.listed).toEqual([["io.capstan.format"]]);
   });
 
-  it("reconnects after the stream ends, narrowing with since and relisting again", async () => {
+  it("reconnects after the stream ends and relists, with no replay of events older than the relist", async () => {
     const src = new FakeSource();
     const got: string[] = [];
     sub = watchEvents([src], (e) => got.push(brief(e)), {}, fast);
     await until("open", () => src.streams.length === 1 && got.length === 2);
-    src.streams[0]!.write(line("create", "c", 1234));
-    await until("event", () => got.includes("create:c"));
-    src.containers = [summary("c"), summary("d")];
+    src.emit("create", "c", 1234);
+    src.emit("start", "c", 1234);
+    await until("events", () => got.includes("start:c"));
     src.streams[0]!.end(); // the engine closed the stream (restart): silently
+    src.emit("die", "c", 1235); // while the stream is down
+    src.containers = [{ ...summary("c"), state: "exited" }, summary("d")];
     await until("second relist", () => got.includes("relist:c+d"));
-    expect(src.opens[1]!.since).toBe(1234);
-    expect(got).toEqual(["node:ready", "relist:", "create:c", "relist:c+d"]); // no state flap: the node never failed
+    await new Promise((r) => setTimeout(r, 20));
+    // The relist (c exited) is the last word: no replayed start:c (or die:c) arrives after it.
+    expect(got).toEqual(["node:ready", "relist:", "create:c", "start:c", "relist:c+d"]); // no state flap: the node never failed
+    expect(src.opens[1]).toEqual({ filters: {} });
     expect(sub.connects).toBe(2);
   });
 
