@@ -8,7 +8,8 @@
 // for its node), upgrading (the instance a spec update is replacing), removed (being removed).
 // Group states, first match wins: removing, failed (a pod failed or the rollout halted), updating
 // (a pod runs an older version), scaling (pods beyond numInstances still exist, or pods are
-// missing), pending (nothing runs yet), degraded (some pods do not run), running.
+// missing), pending (nothing runs yet), degraded (some pods do not run, or their node is
+// unreachable so that their state is unknown), running.
 import type { ContainerStatus, GroupState, PodGroupStatus, PodState, PodStatus } from "../../api/resources/podgroup.ts";
 import type { CachedContainer } from "../../adapters/cluster/container-cache.ts";
 import { currentFormat } from "./naming.ts";
@@ -68,6 +69,7 @@ export function buildStatus(i: StatusInput): PodGroupStatus {
   const previousPods = new Map((i.previous?.pods ?? []).map((p) => [p.instanceNo, p]));
 
   const pods: PodStatus[] = [];
+  let unknown = false;
   for (const instance of [...numbers].sort((a, b) => a - b)) {
     const v = i.view.instances.get(instance);
     const rec = i.internal.instances[String(instance)];
@@ -81,6 +83,7 @@ export function buildStatus(i: StatusInput): PodGroupStatus {
       // Unknown, not gone: keep what was last observed (I4 of the container cache).
       state = previousPods.get(instance)?.state ?? "pending";
       lastError = `node ${kept.node} is unreachable: state unknown`;
+      unknown = true;
     } else if (!kept) {
       state = i.internal.rollout?.instance === instance ? "upgrading" : rec?.lastError ? "failed" : "missing";
     } else {
@@ -108,7 +111,7 @@ export function buildStatus(i: StatusInput): PodGroupStatus {
   else if (i.internal.rollout || current.some((p) => p.containers.length > 0 && p.version !== version)) state = "updating";
   else if (pods.some((p) => p.instanceNo >= n) || current.some((p) => p.state === "missing")) state = "scaling";
   else if (current.length > 0 && current.every((p) => p.state === "pending")) state = "pending";
-  else if (current.some((p) => p.state !== "running")) state = "degraded";
+  else if (unknown || current.some((p) => p.state !== "running")) state = "degraded";
   else state = "running";
 
   const converged = current.every((p) => p.containers.length > 0 && p.version === version) && !i.internal.rollout;

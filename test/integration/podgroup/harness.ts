@@ -61,6 +61,8 @@ export interface HarnessOptions {
   updateWaitMs?: number;
   refreshIntervalMs?: number;
   restartBackoff?: { initialMs?: number; maxMs?: number; resetAfterMs?: number };
+  /** The `-cluster` text the controller gets (default: the real engines; assertions always use those). */
+  controllerCluster?: string;
 }
 
 export class Harness {
@@ -86,7 +88,10 @@ export class Harness {
     const manager = new Manager({ name: "podgroup-test", elector, gracefulShutdownMs: 10_000 });
     const pg = createPodGroupController({
       store: fencedStore(this.store, () => elector.fence()),
-      cluster: this.cluster,
+      // Reconnects at most 1 s apart, so a node that comes back is seen back within a second.
+      cluster: this.opts.controllerCluster
+        ? DockerCluster.fromSpec(this.opts.controllerCluster, { events: { backoff: { maxMs: 1_000 } } })
+        : this.cluster,
       prefix: this.root,
       updateWaitMs: this.opts.updateWaitMs ?? 500,
       refreshIntervalMs: this.opts.refreshIntervalMs ?? 2_000,

@@ -200,3 +200,18 @@ describe("tampering", () => {
     await h.converged(name, 1, 1, 15_000);
   });
 });
+
+describe("refresh tasks", () => {
+  it("a RefreshTask (force_update) is carried out at once and deleted; one naming an unknown group is deleted too", async () => {
+    const name = h.name("task");
+    await h.put(groupSpec(name, { numInstances: 1 }));
+    await h.converged(name, 1, 1);
+    const mine = h.keys.root + "tasks/t-" + name;
+    const stray = h.keys.root + "tasks/t-stray-" + name;
+    const task = (group: string) => JSON.stringify({ id: "t", kind: "refresh", podGroup: group, createdAt: new Date().toISOString() });
+    await h.store.put(mine, task(name));
+    await h.store.put(stray, task(`${name}-nonexistent`));
+    await h.until("tasks deleted", async () => !(await h.store.get(mine)) && !(await h.store.get(stray)), 3_000, 20);
+    expect((await h.status(name))!.state).toBe("running");
+  });
+});
