@@ -35,7 +35,7 @@ export interface PodGroupApiOptions {
   log?: Logger;
 }
 
-export const checkUrlOf = (name: string) => `/api/podgroups?name=${encodeURIComponent(name)}`;
+const checkUrlOf = (name: string) => `/api/podgroups?name=${encodeURIComponent(name)}`;
 
 export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
   const { store } = opts;
