@@ -1,0 +1,232 @@
+// The application definition file of the platform spec (section B): what an app is called, how it
+// is built, released and tested, the command of its web proc, and which secret files that proc
+// gets. YAML; every problem is reported as `FILE:LINE: key.path: message`, at the line of the key
+// (or value) that is wrong, so the user can go straight to it.
+//
+// Strictness, decided here and documented in docs/deploy.md:
+// - Unknown keys INSIDE a known section (`web.secret_file`, `build.scripts`) are errors: a typo there
+//   would silently change what is deployed (a proc without its secrets).
+// - Unknown TOP-LEVEL keys are warnings: the original system's files carry sections this platform
+//   does not read (worker procs, services, ...), and such a file must still deploy its web proc.
+import { isAlias, isMap, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node, type Pair } from "yaml";
+
+export interface CopyEntry {
+  src: string;
+  dest: string;
+}
+
+export interface WebProc {
+  cmd: string;
+  /** Absent: the deployer picks one and passes it in PORT. */
+  port?: number;
+  secretFiles: string[];
+}
+
+export interface AppDefinition {
+  appname: string;
+  build?: { base?: string; script: string[] };
+  release?: { destBase?: string; copy: CopyEntry[] };
+  test?: { script: string[] };
+  web?: WebProc;
+  /** Channel kind (e.g. "slack") -> channel. */
+  notify: Record<string, string>;
+}
+
+export interface ParsedAppDefinition {
+  definition: AppDefinition;
+  /** Unknown top-level keys, each `FILE:LINE: key: ...`. */
+  warnings: string[];
+}
+
+/** The file is not a valid definition; `problems` lists every one, each `FILE:LINE: key: message`. */
+export class AppDefinitionError extends Error {
+  override readonly name = "AppDefinitionError";
+  constructor(
+    readonly file: string,
+    readonly problems: string[],
+  ) {
+    super(problems.join("\n"));
+  }
+}
+
+/**
+ * App names: the first segment of a proc name (`<app>.web.web`), a PodGroup namespace and a store key
+ * segment, so no dots and nothing a URL or key would need to escape.
+ */
+export const appNamePattern = /^[a-z0-9]([a-z0-9_-]{0,62}[a-z0-9])?$/;
+
+const topLevelKeys = new Set(["appname", "build", "release", "test", "web", "notify"]);
+
+/** Parse and validate a definition; throws AppDefinitionError listing every problem. */
+export function parseAppDefinition(text: string, file: string): ParsedAppDefinition {
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false });
+  const at = (offset: number | undefined) => `${file}:${lines.linePos(offset ?? 0).line}`;
+  if (doc.errors.length > 0) throw new AppDefinitionError(file, doc.errors.map((e) => `${at(e.pos[0])}: ${e.message}`));
+
+  const problems: string[] = [];
+  const warnings: string[] = [];
+  const fail = (node: Node | Pair | null | undefined, key: string, message: string) =>
+    problems.push(`${at(offsetOf(node))}: ${key ? `${key}: ` : ""}${message}`);
+  const resolve = (n: unknown): Node | null => (isAlias(n) ? (n.resolve(doc as Document) ?? null) : ((n as Node | null) ?? null));
+
+  const root = resolve(doc.contents);
+  if (!isMap(root)) {
+    throw new AppDefinitionError(file, [`${at(offsetOf(root))}: the file must be a mapping of keys (appname: ..., web: ...)`]);
+  }
+
+  // Walks one mapping: `known` keys go to their handler with the value node; others are reported.
+  const fields = (map: Node, prefix: string, known: Record<string, (value: Node | null, key: string, pair: Pair) => void>, unknown?: (key: string, pair: Pair) => void) => {
+    if (!isMap(map)) return;
+    for (const pair of map.items) {
+      const keyNode = pair.key as Node | null;
+      const name = isScalar(keyNode) ? String(keyNode.value) : "";
+      const path = prefix ? `${prefix}.${name}` : name;
+      const handler = Object.hasOwn(known, name) ? known[name] : undefined;
+      if (handler) handler(resolve(pair.value), path, pair);
+      else if (unknown) unknown(path, pair);
+      else fail(keyNode, path, `unknown key (known: ${Object.keys(known).join(", ")})`);
+    }
+  };
+  const string = (node: Node | null, key: string, pair: Pair, { empty = false } = {}): string | undefined => {
+    if (!isScalar(node) || typeof node.value !== "string") {
+      fail(node ?? pair, key, "must be a string");
+      return undefined;
+    }
+    if (!empty && node.value.trim() === "") {
+      fail(node, key, "must not be empty");
+      return undefined;
+    }
+    return node.value;
+  };
+  const strings = (node: Node | null, key: string, pair: Pair): string[] => {
+    if (!isSeq(node)) {
+      fail(node ?? pair, key, "must be a list of strings");
+      return [];
+    }
+    const out: string[] = [];
+    node.items.forEach((item, i) => {
+      const v = string(resolve(item), `${key}[${i}]`, pair);
+      if (v !== undefined) out.push(v);
+    });
+    return out;
+  };
+  const section = (node: Node | null, key: string, pair: Pair): boolean => {
+    if (isMap(node)) return true;
+    fail(node ?? pair, key, "must be a mapping");
+    return false;
+  };
+
+  const def: Partial<AppDefinition> & { notify: Record<string, string> } = { notify: {} };
+  let appnameSeen = false;
+  fields(
+    root,
+    "",
+    {
+      appname: (v, key, pair) => {
+        appnameSeen = true;
+        const name = string(v, key, pair);
+        if (name === undefined) return;
+        if (!appNamePattern.test(name)) fail(v, key, `"${name}" must be 1 to 64 lower-case letters, digits, "-" or "_", starting and ending with a letter or digit`);
+        else def.appname = name;
+      },
+      build: (v, key, pair) => {
+        if (!section(v, key, pair)) return;
+        const build: NonNullable<AppDefinition["build"]> = { script: [] };
+        fields(v!, key, {
+          base: (b, k, p) => (build.base = string(b, k, p)),
+          script: (s, k, p) => (build.script = strings(s, k, p)),
+        });
+        def.build = build;
+      },
+      release: (v, key, pair) => {
+        if (!section(v, key, pair)) return;
+        const release: NonNullable<AppDefinition["release"]> = { copy: [] };
+        fields(v!, key, {
+          dest_base: (b, k, p) => (release.destBase = string(b, k, p)),
+          copy: (list, k, p) => {
+            if (!isSeq(list)) return void fail(list ?? p, k, "must be a list of {src, dest}");
+            list.items.forEach((raw, i) => {
+              const item = resolve(raw);
+              const where = `${k}[${i}]`;
+              if (!isMap(item)) return void fail(item ?? p, where, "must be a mapping {src, dest}");
+              const entry: Partial<CopyEntry> = {};
+              fields(item, where, { src: (s, kk, pp) => (entry.src = string(s, kk, pp)), dest: (d, kk, pp) => (entry.dest = string(d, kk, pp)) });
+              for (const need of ["src", "dest"] as const) if (!item.has(need)) fail(item, `${where}.${need}`, "required, but missing");
+              if (entry.src !== undefined && entry.dest !== undefined) release.copy.push({ src: entry.src, dest: entry.dest });
+            });
+          },
+        });
+        def.release = release;
+      },
+      test: (v, key, pair) => {
+        if (!section(v, key, pair)) return;
+        const test = { script: [] as string[] };
+        fields(v!, key, { script: (s, k, p) => (test.script = strings(s, k, p)) });
+        def.test = test;
+      },
+      web: (v, key, pair) => {
+        if (!section(v, key, pair)) return;
+        const web: Partial<WebProc> & { secretFiles: string[] } = { secretFiles: [] };
+        fields(v!, key, {
+          cmd: (c, k, p) => (web.cmd = string(c, k, p)),
+          port: (n, k, p) => {
+            if (isScalar(n) && typeof n.value === "number" && Number.isInteger(n.value) && n.value >= 1 && n.value <= 65535) web.port = n.value;
+            else fail(n ?? p, k, "must be an integer 1..65535");
+          },
+          secret_files: (list, k, p) => {
+            const seen = new Set<string>();
+            if (!isSeq(list)) return void fail(list ?? p, k, "must be a list of file paths");
+            list.items.forEach((raw, i) => {
+              const item = resolve(raw);
+              const path = string(item, `${k}[${i}]`, p);
+              if (path === undefined) return;
+              const problem = secretFileProblem(path);
+              if (problem) fail(item, `${k}[${i}]`, problem);
+              else if (seen.has(path)) fail(item, `${k}[${i}]`, `"${path}" is listed twice`);
+              else {
+                seen.add(path);
+                web.secretFiles.push(path);
+              }
+            });
+          },
+        });
+        if (!(v as { has(k: string): boolean }).has("cmd")) fail(pair, `${key}.cmd`, "required, but missing");
+        if (web.cmd !== undefined) def.web = { cmd: web.cmd, port: web.port, secretFiles: web.secretFiles };
+      },
+      notify: (v, key, pair) => {
+        if (!section(v, key, pair)) return;
+        for (const p of (v as { items: Pair[] }).items) {
+          const channel = isScalar(p.key) ? String(p.key.value) : "";
+          const value = string(resolve(p.value), `${key}.${channel}`, p);
+          if (value !== undefined) def.notify[channel] = value;
+        }
+      },
+    },
+    (key, pair) => {
+      if (!topLevelKeys.has(key)) warnings.push(`${at(offsetOf(pair))}: ${key}: unknown key, ignored (known: ${[...topLevelKeys].join(", ")})`);
+    },
+  );
+  if (!appnameSeen) fail(root, "appname", "required, but missing");
+  if (problems.length > 0) throw new AppDefinitionError(file, problems);
+  return { definition: def as AppDefinition, warnings };
+}
+
+/**
+ * Why `path` may not be a secret file path, or undefined. `..` would let a file escape the app
+ * directory (or reach another record's path); NUL cannot be in a file name. The secrets service
+ * refuses the same paths, so a definition never lists a file that could not have been written.
+ */
+export function secretFileProblem(path: string): string | undefined {
+  if (path.includes("\0")) return "must not contain NUL bytes";
+  if (path.split("/").includes("..")) return `"${path}" must not contain ".." segments`;
+  if (path.endsWith("/")) return `"${path}" must name a file, not a directory`;
+  return undefined;
+}
+
+function offsetOf(node: Node | Pair | null | undefined): number {
+  if (!node) return 0;
+  if ("range" in node && node.range) return node.range[0];
+  const key = (node as Pair).key as Node | null;
+  return key?.range?.[0] ?? 0;
+}

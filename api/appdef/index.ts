@@ -1,0 +1,12 @@
+// The application definition file (platform spec section B) and the PodGroup it deploys.
+export {
+  AppDefinitionError,
+  appNamePattern,
+  parseAppDefinition,
+  secretFileProblem,
+  type AppDefinition,
+  type CopyEntry,
+  type ParsedAppDefinition,
+  type WebProc,
+} from "./definition.ts";
+export { webPodGroup, webProcFullName, webProcName, type WebPodGroupOptions } from "./podgroup.ts";
