@@ -94,9 +94,13 @@ interface Entry<T> {
   modRevision: number;
 }
 
-interface RevisionWaiter {
-  revision: number;
+interface Waiter {
   resolve(): void;
+  reject(error: Error): void;
+}
+
+interface RevisionWaiter extends Waiter {
+  revision: number;
 }
 
 export class CacheSyncTimeoutError extends Error {
@@ -106,6 +110,14 @@ export class CacheSyncTimeoutError extends Error {
     readonly timeoutMs: number,
   ) {
     super(`informer ${informer} did not sync within ${timeoutMs} ms`);
+  }
+}
+
+/** The informer was stopped before what the caller waited for happened; it never will now. */
+export class InformerStoppedError extends Error {
+  override readonly name = "InformerStoppedError";
+  constructor(readonly informer: string) {
+    super(`informer ${informer} was stopped`);
   }
 }
 
@@ -127,7 +139,7 @@ export class Informer<T> {
   private cache = new Map<string, Entry<T>>();
   private readonly handlers = new Set<EventHandler<T>>();
   private synced = false;
-  private syncWaiters: (() => void)[] = [];
+  private syncWaiters: Waiter[] = [];
   private revisionWaiters: RevisionWaiter[] = [];
   /**
    * The next revision a watch must start from so that nothing is missed or seen twice. Invariant:
@@ -248,7 +260,11 @@ export class Informer<T> {
     this.stopController?.abort(new Error(`informer ${this.name} stopped`));
     await this.loop;
     for (const unregister of this.metrics.unregister) unregister();
-    for (const w of this.revisionWaiters) w.resolve();
+    // Rejected, not resolved: a read-your-own-writes caller must not go on to read a cache that
+    // will never reach its revision.
+    const error = new InformerStoppedError(this.name);
+    for (const w of [...this.syncWaiters, ...this.revisionWaiters]) w.reject(error);
+    this.syncWaiters = [];
     this.revisionWaiters = [];
   }
 
@@ -257,24 +273,36 @@ export class Informer<T> {
     return this.synced;
   }
 
-  /** Resolves when synced; rejects with CacheSyncTimeoutError after `timeoutMs`, or the signal's reason. */
+  /**
+   * Resolves when synced; rejects with CacheSyncTimeoutError after `timeoutMs`, the signal's
+   * reason, or InformerStoppedError.
+   */
   waitForSync(signal?: AbortSignal, timeoutMs = 120_000): Promise<void> {
     if (this.synced) return Promise.resolve();
-    const synced = new Promise<void>((resolve) => this.syncWaiters.push(resolve));
-    return withDeadline(synced, timeoutMs, this.clock, `informer ${this.name} sync`, signal).catch((e: unknown) => {
-      if (e instanceof Error && e.name === "DeadlineExceededError") throw new CacheSyncTimeoutError(this.name, timeoutMs);
-      throw e;
-    });
+    if (this.stopped) return Promise.reject(new InformerStoppedError(this.name));
+    let waiter!: Waiter;
+    const synced = new Promise<void>((resolve, reject) => this.syncWaiters.push((waiter = { resolve, reject })));
+    return withDeadline(synced, timeoutMs, this.clock, `informer ${this.name} sync`, signal)
+      .catch((e: unknown) => {
+        if (e instanceof Error && e.name === "DeadlineExceededError") throw new CacheSyncTimeoutError(this.name, timeoutMs);
+        throw e;
+      })
+      .finally(() => (this.syncWaiters = this.syncWaiters.filter((w) => w !== waiter))); // a timed-out waiter must not pile up
   }
 
   /**
    * Resolves once the cache reflects every change up to `revision` (read-your-own-writes: pass the
-   * revision a write returned, then read the cache). Rejects on timeout or abort.
+   * revision a write returned, then read the cache). Rejects on timeout, abort or stop
+   * (InformerStoppedError).
    */
   waitForRevision(revision: number, signal?: AbortSignal, timeoutMs = 30_000): Promise<void> {
     if (this.synced && this.cacheRevision() >= revision) return Promise.resolve();
-    const reached = new Promise<void>((resolve) => this.revisionWaiters.push({ revision, resolve }));
-    return withDeadline(reached, timeoutMs, this.clock, `informer ${this.name} revision ${revision}`, signal);
+    if (this.stopped) return Promise.reject(new InformerStoppedError(this.name));
+    let waiter!: RevisionWaiter;
+    const reached = new Promise<void>((resolve, reject) => this.revisionWaiters.push((waiter = { revision, resolve, reject })));
+    return withDeadline(reached, timeoutMs, this.clock, `informer ${this.name} revision ${revision}`, signal).finally(
+      () => (this.revisionWaiters = this.revisionWaiters.filter((w) => w !== waiter)), // a timed-out waiter must not pile up
+    );
   }
 
   get(key: string): T | undefined {
@@ -368,7 +396,7 @@ export class Informer<T> {
       this.synced = true;
       for (const [key, e] of next) this.emitAdd(e.obj, key, true);
       this.log.info({ revision, objects: next.size }, "synced");
-      for (const resolve of this.syncWaiters.splice(0)) resolve();
+      for (const w of this.syncWaiters.splice(0)) w.resolve();
     } else {
       let added = 0;
       let updated = 0;
@@ -453,7 +481,9 @@ export class Informer<T> {
           return;
         }
         if (silentMs >= this.progressIntervalMs) watch?.requestProgress();
-        tick = this.clock.setTimer(this.progressIntervalMs, check);
+        // requestProgress() may end the watch synchronously (its onError): finish() then cancelled
+        // the tick that is running now, and a finished watch must not re-arm.
+        if (!finished) tick = this.clock.setTimer(this.progressIntervalMs, check);
       };
       tick = this.clock.setTimer(this.progressIntervalMs, check);
     });

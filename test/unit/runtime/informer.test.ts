@@ -1,8 +1,8 @@
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { FakeClock, flushMicrotasks } from "../../../runtime/clock.ts";
-import { CacheSyncTimeoutError, Informer, type EventHandler } from "../../../runtime/informer.ts";
-import type { KeyValueLike } from "../../../runtime/listwatch.ts";
+import { CacheSyncTimeoutError, Informer, InformerStoppedError, type EventHandler } from "../../../runtime/informer.ts";
+import type { KeyValueLike, ListWatchSource } from "../../../runtime/listwatch.ts";
 import { FakeListWatch } from "./fake-listwatch.ts";
 
 type Obj = { v: string; rev: number };
@@ -261,6 +261,81 @@ describe("Informer", () => {
     await wait;
     expect(informer.cacheRevision()).toBeGreaterThanOrEqual(target);
     await informer.stop();
+  });
+
+  it("a watch that a progress request ends at once is not checked again after it finished", async () => {
+    const store = new FakeListWatch();
+    const clock = new FakeClock();
+    let lateRequests = 0;
+    // Every watch breaks when asked for progress, inside requestProgress() itself.
+    const source: ListWatchSource = {
+      list: (prefix, options) => store.list(prefix, options),
+      revision: () => store.revision(),
+      watch: (prefix, from, handlers) => {
+        const w = store.watch(prefix, from, handlers);
+        let closed = false;
+        return {
+          requestProgress: () => {
+            if (closed) lateRequests++;
+            handlers.onError(new Error("stream reset"));
+          },
+          close: async () => {
+            closed = true;
+            await w.close();
+          },
+        };
+      },
+    };
+    const informer = new Informer<Obj>({ name: "t", source, prefix: "/t/", decode, clock, random: () => 0 });
+    informer.start();
+    await informer.waitForSync();
+    await clock.advanceAsync(60_000); // several watches, each ended by its first progress request
+    expect(lateRequests).toBe(0);
+    await informer.stop();
+    expect(clock.pendingTimers()).toBe(0); // no liveness check outlives its watch
+  });
+
+  it("forgets sync and revision waiters that timed out or were aborted", async () => {
+    const { store, clock, informer } = setup();
+    store.failLists = 1_000;
+    informer.start();
+    const waiters = informer as unknown as { syncWaiters: unknown[]; revisionWaiters: unknown[] };
+    for (let i = 0; i < 5; i++) {
+      const sync = expect(informer.waitForSync(undefined, 1_000)).rejects.toBeInstanceOf(CacheSyncTimeoutError);
+      const revision = expect(informer.waitForRevision(100, undefined, 1_000)).rejects.toThrow(/did not complete/);
+      await clock.advanceAsync(1_000);
+      await sync;
+      await revision;
+    }
+    const abort = new AbortController();
+    const aborted = expect(informer.waitForRevision(100, abort.signal)).rejects.toThrow("gave up");
+    abort.abort(new Error("gave up"));
+    await aborted;
+    expect(waiters.syncWaiters).toHaveLength(0);
+    expect(waiters.revisionWaiters).toHaveLength(0);
+    await informer.stop();
+  });
+
+  it("rejects pending revision and sync waiters with InformerStoppedError on stop, and new ones at once", async () => {
+    const { store, informer } = setup();
+    informer.start();
+    await informer.waitForSync();
+    const pending = informer.waitForRevision(store.rev + 10);
+    const outcome = pending.then(
+      () => "resolved",
+      (e: unknown) => e,
+    );
+    await informer.stop();
+    expect(await outcome).toBeInstanceOf(InformerStoppedError);
+    expect(String(await outcome)).toBe("InformerStoppedError: informer things was stopped");
+    await expect(informer.waitForRevision(store.rev + 10)).rejects.toBeInstanceOf(InformerStoppedError);
+
+    const never = setup();
+    never.store.failLists = 1_000;
+    never.informer.start();
+    const sync = expect(never.informer.waitForSync()).rejects.toBeInstanceOf(InformerStoppedError);
+    await never.informer.stop();
+    await sync;
   });
 
   it("exports watch lag and last event age at scrape time", async () => {
