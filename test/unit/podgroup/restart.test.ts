@@ -1,0 +1,51 @@
+import { describe, expect, it } from "vitest";
+import { countExit, countFailure, defaultRestartBackoff as b, restartDelayMs, wantsRestart } from "../../../controllers/podgroup/restart.ts";
+
+describe("restart back-off", () => {
+  it("doubles from 1 s and caps at 5 min", () => {
+    expect([1, 2, 3, 4, 9, 10, 50].map((n) => restartDelayMs(n, b))).toEqual([1_000, 2_000, 4_000, 8_000, 256_000, 300_000, 300_000]);
+    expect(restartDelayMs(10_000, b)).toBe(300_000);
+  });
+
+  it("restart policies: never never, onfail on a non-zero (or unknown) exit, always always", () => {
+    expect([0, 3, undefined].map((c) => wantsRestart("never", c))).toEqual([false, false, false]);
+    expect([0, 3, 137, undefined].map((c) => wantsRestart("onfail", c))).toEqual([false, true, true, true]);
+    expect([0, 3].map((c) => wantsRestart("always", c))).toEqual([true, true]);
+  });
+});
+
+describe("countExit", () => {
+  const exit = { key: "c1#0", exitCode: 3, oomKilled: false, startedAt: 10_000, finishedAt: 11_000 };
+
+  it("counts an exit once, schedules the restart from the exit time, and says when", () => {
+    const r1 = countExit({ restarts: 0, failures: 0 }, exit, "onfail", 11_500, b);
+    expect(r1).toMatchObject({ failures: 1, nextAttemptAt: 12_000, lastExit: "c1#0" });
+    expect(r1.lastError).toBe(`exited with code 3; restart 1 at ${new Date(12_000).toISOString()}`);
+    expect(countExit(r1, exit, "onfail", 50_000, b)).toBe(r1); // seen again: unchanged
+    const r2 = countExit({ ...r1, restarts: 1 }, { ...exit, key: "c1#1", startedAt: 12_000, finishedAt: 12_100 }, "onfail", 12_200, b);
+    expect(r2).toMatchObject({ failures: 2, nextAttemptAt: 14_100 });
+  });
+
+  it("starts the back-off over after a run of resetAfterMs", () => {
+    const long = { ...exit, startedAt: 0, finishedAt: b.resetAfterMs };
+    expect(countExit({ restarts: 7, failures: 9 }, long, "always", b.resetAfterMs, b)).toMatchObject({ failures: 1, nextAttemptAt: b.resetAfterMs + 1_000 });
+  });
+
+  it("under a policy that does not restart, records the reason and no attempt time", () => {
+    const r = countExit({ restarts: 0, failures: 0, nextAttemptAt: 5 }, { ...exit, exitCode: 0 }, "onfail", 11_500, b);
+    expect(r.nextAttemptAt).toBeUndefined();
+    expect(r.lastError).toBe("exited with code 0; restart policy onfail: not restarted");
+  });
+
+  it("an OOM kill reads as such", () => {
+    expect(countExit({ restarts: 0, failures: 0 }, { ...exit, exitCode: 137, oomKilled: true }, "always", 11_000, b).lastError).toMatch(
+      /^exited with code 137 \(out of memory\); restart 1 at/,
+    );
+  });
+
+  it("a failed deploy backs off the same way", () => {
+    const r = countFailure({ restarts: 2, failures: 3 }, "image not found", 1_000, b);
+    expect(r).toMatchObject({ restarts: 2, failures: 4, nextAttemptAt: 9_000 });
+    expect(r.lastError).toMatch(/^image not found; next attempt at /);
+  });
+});
