@@ -1,0 +1,213 @@
+// The console's HTTP API (issue 5): apps and their maintainers, access tokens, and the role check the
+// secrets service (and later the registry) delegate authorization to.
+//
+//   POST   /api/v1/apps                    {appname, maintainers}        201 AppRecord | 400 | 409
+//   GET    /api/v1/apps                                                  200 AppRecord[]
+//   GET    /api/v1/apps/<app>                                            200 AppRecord | 404
+//   DELETE /api/v1/apps/<app>                                            200 {appname, deleted} | 404
+//   PUT    /api/v1/apps/<app>/maintainers  {maintainers}                 200 AppRecord | 400 | 404
+//   POST   /api/v1/tokens                  {user, role?, expiresIn?}     201 {id, token, user, role, createdAt, expiresAt?}
+//   GET    /api/v1/tokens                                                200 [{id, user, role, createdAt, expiresAt?}]
+//   DELETE /api/v1/tokens/<id>                                           200 {id, deleted} | 404 | 409 last admin token
+//   GET    /api/v1/repos/<app>/roles/      (any valid token)             200 {role: {role}} | 401 | 403 | 404
+//
+// Every call but the role check needs an admin token in `access-token` (401 without a valid token,
+// 403 with a valid non-admin one). Authentication comes before validation, so an anonymous caller
+// learns nothing about the input rules. Every write is compare-and-swap: a create expects the key
+// absent, an update or delete expects the revision it read.
+import { Hono, type Context } from "hono";
+import { z } from "zod";
+import type { Store } from "../../adapters/store/store.ts";
+import { silentLogger, type Logger } from "../../runtime/log.ts";
+import { badRequest, notAllowed, notFound, parseWith, readJsonBody, unavailable } from "../http/index.ts";
+import { authenticate, tokenHeader } from "./authenticate.ts";
+import { systemWallClock, type WallClock } from "./clock.ts";
+import { parseLifetime } from "./duration.ts";
+import { authErrorHandler, authNotFoundHandler, forbidden } from "./errors.ts";
+import {
+  AppName,
+  AppRecord,
+  appKey,
+  appsPrefix,
+  decodeRecord,
+  Email,
+  Maintainers,
+  Role,
+  TokenRecord,
+  tokenKey,
+  tokensPrefix,
+} from "./records.ts";
+import { generateToken, hashSecret } from "./tokens.ts";
+
+export interface ConsoleApiOptions {
+  store: Store;
+  log?: Logger;
+  /** Wall clock for createdAt and token expiry (default Date.now). */
+  clock?: WallClock;
+}
+
+const CreateAppBody = z.strictObject({ appname: AppName, maintainers: Maintainers });
+const MaintainersBody = z.strictObject({ maintainers: Maintainers });
+const CreateTokenBody = z
+  .strictObject({
+    user: z.string().min(1, "must not be empty").max(254, "must be at most 254 characters"),
+    role: Role.default("user"),
+    expiresIn: z.string().refine((s) => parseLifetime(s) !== null, "must be a lifetime like 90s, 30m, 24h or 7d (at most 3650d)").optional(),
+  })
+  .transform((b, ctx) => {
+    // A user token is matched against maintainer e-mails, so its user must be one; a sync or admin
+    // token names a service or a person and only has to be a readable label.
+    if (b.role === "user") {
+      const email = Email.safeParse(b.user);
+      if (!email.success) {
+        ctx.addIssue({ code: "custom", path: ["user"], message: "must be an e-mail address for a user token" });
+        return z.NEVER;
+      }
+      return { ...b, user: email.data };
+    }
+    if (!/^[\x21-\x7e]+$/.test(b.user)) {
+      ctx.addIssue({ code: "custom", path: ["user"], message: "must be printable ASCII without spaces" });
+      return z.NEVER;
+    }
+    return b;
+  });
+
+/** Optimistic read-modify-write attempts before answering 503 (only under heavy contention). */
+const casAttempts = 5;
+
+export function createConsoleApi(opts: ConsoleApiOptions): Hono {
+  const { store } = opts;
+  const clock = opts.clock ?? systemWallClock;
+  const log = (opts.log ?? silentLogger).child({ api: "console" });
+  const app = new Hono();
+  app.onError(authErrorHandler(log));
+  app.notFound(authNotFoundHandler);
+
+  const nowIso = () => new Date(clock.now()).toISOString();
+  const requireAdmin = async (c: Context) => {
+    const token = await authenticate(store, clock, c.req.header(tokenHeader));
+    if (token.role !== "admin") throw forbidden("this call needs an admin token");
+    return token;
+  };
+  const appParam = (c: Context) => parseWith(AppName, c.req.param("app"), "app name", "app");
+  const readApp = async (name: string) => {
+    const kv = await store.get(appKey(name));
+    if (kv === null) throw notFound(`app ${name} is not registered`);
+    return { kv, record: decodeRecord(AppRecord, kv.key, kv.value) };
+  };
+
+  app.post("/api/v1/apps", async (c) => {
+    await requireAdmin(c);
+    const body = await readJsonBody(c, CreateAppBody, "app");
+    const record: AppRecord = { appname: body.appname, maintainers: body.maintainers, createdAt: nowIso() };
+    const key = appKey(body.appname);
+    const result = await store.put(key, JSON.stringify(record), { expect: [{ key, target: "createRevision", equals: 0 }] });
+    if (!result.succeeded) throw notAllowed("AlreadyExists", `app ${body.appname} is already registered`);
+    log.info({ app: body.appname }, "app registered");
+    return c.json(record, 201);
+  });
+
+  app.get("/api/v1/apps", async (c) => {
+    await requireAdmin(c);
+    const { items } = await store.list(appsPrefix);
+    return c.json(items.map((kv) => decodeRecord(AppRecord, kv.key, kv.value)));
+  });
+
+  app.get("/api/v1/apps/:app", async (c) => {
+    await requireAdmin(c);
+    return c.json((await readApp(appParam(c))).record);
+  });
+
+  app.delete("/api/v1/apps/:app", async (c) => {
+    await requireAdmin(c);
+    const name = appParam(c);
+    const { kv } = await readApp(name);
+    const result = await store.delete(kv.key, { expect: [{ key: kv.key, target: "modRevision", equals: kv.modRevision }] });
+    // Changed between read and delete: whoever changed it wins; the caller retries with fresh eyes.
+    if (!result.succeeded) throw notAllowed("InUse", `app ${name} changed while it was being deleted; retry`);
+    log.info({ app: name }, "app unregistered");
+    return c.json({ appname: name, deleted: true });
+  });
+
+  app.put("/api/v1/apps/:app/maintainers", async (c) => {
+    await requireAdmin(c);
+    const name = appParam(c);
+    const body = await readJsonBody(c, MaintainersBody, "maintainers");
+    for (let attempt = 0; attempt < casAttempts; attempt++) {
+      const { kv, record } = await readApp(name);
+      const next: AppRecord = { ...record, maintainers: body.maintainers };
+      const result = await store.put(kv.key, JSON.stringify(next), { expect: [{ key: kv.key, target: "modRevision", equals: kv.modRevision }] });
+      if (result.succeeded) {
+        log.info({ app: name, maintainers: next.maintainers.length }, "maintainers changed");
+        return c.json(next);
+      }
+    }
+    throw unavailable(`app ${name} is changing too often; retry`);
+  });
+
+  app.post("/api/v1/tokens", async (c) => {
+    await requireAdmin(c);
+    const body = await readJsonBody(c, CreateTokenBody, "token request");
+    const fresh = generateToken();
+    const createdAt = clock.now();
+    const record: TokenRecord = {
+      id: fresh.id,
+      user: body.user,
+      role: body.role,
+      hash: hashSecret(fresh.secret),
+      createdAt: new Date(createdAt).toISOString(),
+      ...(body.expiresIn !== undefined ? { expiresAt: new Date(createdAt + parseLifetime(body.expiresIn)!).toISOString() } : {}),
+    };
+    const key = tokenKey(fresh.id);
+    const result = await store.put(key, JSON.stringify(record), { expect: [{ key, target: "createRevision", equals: 0 }] });
+    // 48 random bits collided with a stored id: astronomically rare, and safe to retry.
+    if (!result.succeeded) throw unavailable("token id collision; retry");
+    log.info({ tokenId: record.id, role: record.role }, "token created");
+    const { hash: _hash, ...shown } = record;
+    return c.json({ ...shown, token: fresh.token }, 201);
+  });
+
+  app.get("/api/v1/tokens", async (c) => {
+    await requireAdmin(c);
+    const { items } = await store.list(tokensPrefix);
+    return c.json(
+      items.map((kv) => {
+        const { hash: _hash, ...shown } = decodeRecord(TokenRecord, kv.key, kv.value);
+        return shown;
+      }),
+    );
+  });
+
+  app.delete("/api/v1/tokens/:id", async (c) => {
+    await requireAdmin(c);
+    const id = c.req.param("id");
+    if (!/^[0-9a-f]{12}$/.test(id)) throw badRequest("token id must be 12 lower-case hex characters", [{ path: "id", message: "must be 12 lower-case hex characters" }]);
+    const { items, revision } = await store.list(tokensPrefix);
+    const target = items.find((kv) => kv.key === tokenKey(id));
+    if (target === undefined) throw notFound(`token ${id} does not exist`);
+    const admins = items.filter((kv) => decodeRecord(TokenRecord, kv.key, kv.value).role === "admin");
+    const isAdmin = admins.some((kv) => kv.key === target.key);
+    // Revoking the last admin token would lock every admin out until a restart with
+    // CAPSTAN_ADMIN_TOKEN; refuse it. The compare on every admin key keeps that true under races.
+    if (isAdmin && admins.length === 1) throw notAllowed("InUse", `token ${id} is the last admin token; create another admin token first`);
+    const compares = admins.map((kv) => ({ key: kv.key, target: "modRevision" as const, equals: kv.modRevision }));
+    compares.push({ key: target.key, target: "modRevision", equals: target.modRevision });
+    const result = await store.txn(compares, [{ type: "delete", key: target.key }]);
+    if (!result.succeeded) throw notAllowed("InUse", `tokens changed while token ${id} was being revoked (at revision ${revision}); retry`);
+    log.info({ tokenId: id }, "token revoked");
+    return c.json({ id, deleted: true });
+  });
+
+  const roleCheck = async (c: Context) => {
+    const token = await authenticate(store, clock, c.req.header(tokenHeader));
+    const { record } = await readApp(appParam(c));
+    if (token.role === "admin") return c.json({ role: { role: "admin" } });
+    if (token.role === "sync") return c.json({ role: { role: "sync" } });
+    if (record.maintainers.includes(token.user)) return c.json({ role: { role: "maintainer" } });
+    throw forbidden(`${token.user} is not a maintainer of app ${record.appname}`);
+  };
+  app.get("/api/v1/repos/:app/roles/", roleCheck);
+  app.get("/api/v1/repos/:app/roles", roleCheck);
+
+  return app;
+}
