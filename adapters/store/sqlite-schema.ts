@@ -19,14 +19,26 @@ import type Database from "better-sqlite3";
 
 const SCHEMA_VERSION = 1;
 
+/**
+ * SQLite's own wait for another connection's write lock once the store is open. better-sqlite3 is
+ * synchronous, so that wait freezes the event loop: keep it short; SqliteStore retries a write
+ * that still finds the lock taken asynchronously (for up to WRITE_LOCK_WAIT_MS in total).
+ */
+export const BUSY_TIMEOUT_MS = 10;
+
+/** How long a write waits in all for another connection's write lock before StoreUnavailableError. */
+export const WRITE_LOCK_WAIT_MS = 5_000;
+
 export function migrate(db: Database.Database): void {
   // WAL: readers never block the writer, and a second process can read while one writes.
   db.pragma("journal_mode = WAL");
   // FULL: a commit is fsynced before it is acknowledged, like etcd's WAL, so an acknowledged write
   // survives a power loss, not only a process kill (NORMAL would only guarantee the latter).
   db.pragma("synchronous = FULL");
-  // Another process holding the write lock makes us wait (synchronously) up to this long.
-  db.pragma("busy_timeout = 5000");
+  // Opening (this migration, and the constructor's reaping of expired leases) is synchronous, so it
+  // waits for another process's write lock the synchronous way; SqliteStore then sets
+  // BUSY_TIMEOUT_MS for everything after.
+  db.pragma(`busy_timeout = ${WRITE_LOCK_WAIT_MS}`);
   db.exec(`
     CREATE TABLE IF NOT EXISTS meta (
       name TEXT PRIMARY KEY,

@@ -18,7 +18,15 @@ import {
   keyBytes,
   prefixRange,
 } from "./keys.ts";
-import { migrate, prepareStatements, type EventRow, type KvRow, type Statements } from "./sqlite-schema.ts";
+import {
+  BUSY_TIMEOUT_MS,
+  migrate,
+  prepareStatements,
+  WRITE_LOCK_WAIT_MS,
+  type EventRow,
+  type KvRow,
+  type Statements,
+} from "./sqlite-schema.ts";
 import { BATCH_REVISIONS, SqliteWatch, type LogRead } from "./sqlite-watch.ts";
 import type {
   Compare,
@@ -55,6 +63,9 @@ const NO_LOWER_CUT = Buffer.alloc(0);
  */
 const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
 
+/** How soon a lease expiry that found the database locked tries again. */
+const LEASE_EXPIRY_RETRY_MS = 50;
+
 export class SqliteStore implements Store {
   readonly description: string;
   private readonly db: Database.Database;
@@ -86,6 +97,7 @@ export class SqliteStore implements Store {
       this.sql = prepareStatements(this.db);
       // Leases whose holder stopped (this process or another) before they expired.
       this.reapExpiredLeases();
+      this.db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
     } catch (error) {
       this.db.close();
       throw error;
@@ -151,7 +163,7 @@ export class SqliteStore implements Store {
     assertCompares(compares);
     assertOps(success);
     assertOps(failure);
-    const { result, revision } = this.write((writer) => {
+    const { result, revision } = await this.write("write", (writer) => {
       // Compares see the state before any op of this transaction, as in etcd.
       const succeeded = compares.every((c) => compareHolds(c, this.sql.getKv.get(keyBytes(c.key))));
       for (const op of succeeded ? success : failure) writer.apply(op);
@@ -187,7 +199,7 @@ export class SqliteStore implements Store {
   /** Forgets history below `revision`; at or below the current compact revision it is a no-op. */
   async compact(revision: number): Promise<void> {
     assertRevision(revision);
-    this.guard("compact", () =>
+    await this.retryWhileBusy("compact", () =>
       this.db.transaction(() => {
         const current = this.currentRevision();
         if (revision > current) {
@@ -202,10 +214,11 @@ export class SqliteStore implements Store {
 
   async grantLease(ttlSeconds: number): Promise<Lease> {
     assertTtl(ttlSeconds);
-    const expiresAt = Date.now() + ttlSeconds * 1000;
-    const id = Number(
-      this.guard("lease grant", () => this.sql.insertLease.run({ ttl: ttlSeconds, expires_at: expiresAt })).lastInsertRowid,
-    );
+    const { id, expiresAt } = await this.retryWhileBusy("lease grant", () => {
+      const expiresAt = Date.now() + ttlSeconds * 1000;
+      const id = Number(this.sql.insertLease.run({ ttl: ttlSeconds, expires_at: expiresAt }).lastInsertRowid);
+      return { id, expiresAt };
+    });
     this.armLeaseTimer(id, expiresAt);
     return new SqliteLease(this, String(id), ttlSeconds);
   }
@@ -222,9 +235,9 @@ export class SqliteStore implements Store {
   /** Renews a lease; LeaseLostError if it was revoked or has expired (its keys are then reaped). */
   async keepAliveOnce(leaseId: string): Promise<number> {
     const id = Number(leaseId);
-    const now = Date.now();
-    const renewed = this.guard("lease keep-alive", () =>
+    const renewed = await this.retryWhileBusy("lease keep-alive", () =>
       this.db.transaction(() => {
+        const now = Date.now();
         const lease = this.sql.getLease.get(id);
         if (!lease || lease.expires_at <= now) return null;
         const expiresAt = now + lease.ttl * 1000;
@@ -233,7 +246,9 @@ export class SqliteStore implements Store {
       }).immediate(),
     );
     if (!renewed) {
-      this.expireLease(id);
+      // Gone or run out (and an expired lease cannot be renewed by anyone): reap its keys now.
+      this.clearLeaseTimer(id);
+      await this.write("lease expiry", (writer) => writer.revokeLease(id));
       throw new LeaseLostError(leaseId);
     }
     this.armLeaseTimer(id, renewed.expiresAt);
@@ -244,27 +259,58 @@ export class SqliteStore implements Store {
   async revokeLease(leaseId: string): Promise<void> {
     const id = Number(leaseId);
     this.clearLeaseTimer(id);
-    this.write((writer) => writer.revokeLease(id));
+    await this.write("lease revoke", (writer) => writer.revokeLease(id));
   }
 
   /**
    * Runs `apply` in one IMMEDIATE transaction (the write lock, so revisions are taken in commit
-   * order across processes). The transaction consumes the next revision only if it changed a key;
-   * a rejected compare or a delete of nothing leaves the revision as it was, as in etcd.
+   * order across processes), waiting asynchronously while another connection holds the lock. The
+   * transaction consumes the next revision only if it changed a key; a rejected compare or a delete
+   * of nothing leaves the revision as it was, as in etcd.
    */
-  private write<T>(apply: (writer: LogWriter) => T): { result: T; revision: number } {
-    const outcome = this.guard("write", () =>
-      this.db.transaction(() => {
-        const current = this.currentRevision();
-        const writer = new LogWriter(this.sql, current + 1);
-        const result = apply(writer);
-        if (!writer.changed) return { result, revision: current };
-        this.sql.setMeta.run(current + 1, "revision");
-        return { result, revision: current + 1 };
-      }).immediate(),
-    );
+  private async write<T>(what: string, apply: (writer: LogWriter) => T): Promise<{ result: T; revision: number }> {
+    const outcome = await this.retryWhileBusy(what, () => this.commit(apply));
     this.scheduleDispatch();
     return outcome;
+  }
+
+  /** write(), in one synchronous attempt (lease expiry from timers and the poll). */
+  private writeNow<T>(what: string, apply: (writer: LogWriter) => T): { result: T; revision: number } {
+    const outcome = this.guard(what, () => this.commit(apply));
+    this.scheduleDispatch();
+    return outcome;
+  }
+
+  private commit<T>(apply: (writer: LogWriter) => T): { result: T; revision: number } {
+    return this.db.transaction(() => {
+      const current = this.currentRevision();
+      const writer = new LogWriter(this.sql, current + 1);
+      const result = apply(writer);
+      if (!writer.changed) return { result, revision: current };
+      this.sql.setMeta.run(current + 1, "revision");
+      return { result, revision: current + 1 };
+    }).immediate();
+  }
+
+  /**
+   * Runs a write step; while another connection holds the write lock (SQLITE_BUSY after the short
+   * BUSY_TIMEOUT_MS), tries again after a pause that lets the event loop run, for at most
+   * WRITE_LOCK_WAIT_MS in all; then the store is unavailable, as etcd would be after a deadline.
+   */
+  private async retryWhileBusy<T>(what: string, step: () => T): Promise<T> {
+    const giveUpAt = Date.now() + WRITE_LOCK_WAIT_MS;
+    for (let attempt = 0; ; attempt++) {
+      this.assertOpen();
+      try {
+        return step();
+      } catch (error) {
+        if (!isBusy(error)) throw error;
+        if (Date.now() >= giveUpAt) {
+          throw new StoreUnavailableError(`${this.description}: ${what} failed: database is locked`, error);
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, Math.min(50, 5 * 2 ** attempt)));
+    }
   }
 
   /** One consistent read of the log for a watch: compaction check and events in one snapshot. */
@@ -331,7 +377,7 @@ export class SqliteStore implements Store {
     this.clearLeaseTimer(id);
     const now = Date.now();
     let renewedUntil: number | null = null;
-    this.write((writer) => {
+    this.writeNow("lease expiry", (writer) => {
       const lease = this.sql.getLease.get(id);
       if (lease && lease.expires_at > now) renewedUntil = lease.expires_at;
       else writer.revokeLease(id);
@@ -347,8 +393,10 @@ export class SqliteStore implements Store {
         if (Date.now() < expiresAt) return this.armLeaseTimer(id, expiresAt);
         try {
           this.expireLease(id);
-        } catch {
-          // Database busy: the poll (while watches exist) or the next open reaps it.
+        } catch (error) {
+          // Another connection holds the write lock: try again soon rather than leave the lease's
+          // keys in place until a poll (only while watches exist) or the next open reaps them.
+          if (error instanceof StoreUnavailableError) this.armLeaseTimer(id, Date.now() + LEASE_EXPIRY_RETRY_MS);
         }
       },
       Math.min(MAX_TIMER_DELAY_MS, Math.max(0, expiresAt - Date.now())),
@@ -374,10 +422,7 @@ export class SqliteStore implements Store {
     try {
       return fn();
     } catch (error) {
-      const code = (error as { code?: unknown }).code;
-      if (code === "SQLITE_BUSY" || code === "SQLITE_LOCKED") {
-        throw new StoreUnavailableError(`${this.description}: ${what} failed: database is locked`, error);
-      }
+      if (isBusy(error)) throw new StoreUnavailableError(`${this.description}: ${what} failed: database is locked`, error);
       throw error;
     }
   }
@@ -481,6 +526,12 @@ class SqliteLease implements Lease {
   revoke(): Promise<void> {
     return this.store.revokeLease(this.id);
   }
+}
+
+/** Another connection holds the lock we need (SQLITE_BUSY and its extended codes, SQLITE_LOCKED). */
+function isBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && (code.startsWith("SQLITE_BUSY") || code === "SQLITE_LOCKED");
 }
 
 /** etcd's compare rules, including: a value compare on an absent key is false (etcd applyCompare). */

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { StoreUnavailableError } from "../../../adapters/store/errors.ts";
 import { SqliteStore } from "../../../adapters/store/sqlite.ts";
 import { record, waitFor } from "./contract.ts";
 
@@ -137,6 +138,66 @@ describe("SqliteStore", () => {
       await store.close();
     } finally {
       vi.useRealTimers();
+    }
+  });
+
+  it("waits for another connection's write lock without freezing the event loop, then writes", async () => {
+    const store = openStore();
+    await store.put("/busy/a", "0");
+    const holder = new Database(path); // another writer on the same file, e.g. a second process
+    let ticks = 0;
+    const ticker = setInterval(() => ticks++, 10);
+    try {
+      holder.exec("BEGIN IMMEDIATE"); // takes the write lock and keeps it
+      const started = Date.now();
+      const put = store.put("/busy/a", "1");
+      const callBlockedMs = Date.now() - started;
+      let settled = false;
+      void put.finally(() => (settled = true)).catch(() => {});
+      const ticksBefore = ticks;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(callBlockedMs).toBeLessThan(100);
+      expect(ticks - ticksBefore).toBeGreaterThan(10); // ~50 at 10 ms: the loop kept running
+      expect(settled).toBe(false);
+      holder.exec("COMMIT");
+      expect((await put).succeeded).toBe(true);
+      expect((await store.get("/busy/a"))?.value).toBe("1");
+
+      // A lock held past WRITE_LOCK_WAIT_MS (5 s): the write gives up, typed.
+      holder.exec("BEGIN IMMEDIATE");
+      const giveUpStarted = Date.now();
+      const ticksBeforeGiveUp = ticks;
+      await expect(store.put("/busy/a", "2")).rejects.toBeInstanceOf(StoreUnavailableError);
+      expect(Date.now() - giveUpStarted).toBeGreaterThanOrEqual(5_000);
+      expect(ticks - ticksBeforeGiveUp).toBeGreaterThan(100);
+      holder.exec("ROLLBACK");
+      expect((await store.put("/busy/a", "3")).succeeded).toBe(true);
+    } finally {
+      clearInterval(ticker);
+      if (holder.inTransaction) holder.exec("ROLLBACK");
+      holder.close();
+    }
+  });
+
+  it("expires a lease whose timer fired while another connection held the write lock, once the lock is free", async () => {
+    const store = openStore();
+    const lease = await store.grantLease(1);
+    await store.put("/busy/leased", "1", { lease: lease.id });
+    const holder = new Database(path);
+    try {
+      holder.exec("BEGIN IMMEDIATE");
+      await new Promise((resolve) => setTimeout(resolve, 1_300)); // the expiry timer fires meanwhile
+      expect(await store.get("/busy/leased")).not.toBeNull();
+      holder.exec("COMMIT");
+      let gone = false;
+      for (const until = Date.now() + 1_000; !gone && Date.now() < until; ) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+        gone = (await store.get("/busy/leased")) === null;
+      }
+      expect(gone).toBe(true);
+    } finally {
+      if (holder.inTransaction) holder.exec("ROLLBACK");
+      holder.close();
     }
   });
 
