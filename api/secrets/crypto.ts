@@ -1,0 +1,40 @@
+// Encryption at rest: AES-256-GCM under the master key, a fresh random 96-bit nonce per write (NIST
+// SP 800-38D's recommended nonce size; random nonces stay far below the 2^32 messages per key
+// bound at this service's write rates), and the record's address as associated data, so a value
+// copied to another key (another app, proc or path) fails authentication instead of decrypting.
+//
+// Stored form: "v1." + base64(nonce 12 bytes || ciphertext || tag 16 bytes). The version prefix
+// lets a later format (or key rotation) coexist with this one.
+import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
+
+export const masterKeyBytes = 32;
+const nonceBytes = 12;
+const tagBytes = 16;
+const prefix = "v1.";
+
+/** The ciphertext did not authenticate: wrong key, tampered value, or a value moved to another address. */
+export class DecryptError extends Error {
+  override readonly name = "DecryptError";
+}
+
+export function encrypt(key: Buffer, aad: string, plaintext: Buffer): string {
+  const nonce = randomBytes(nonceBytes);
+  const cipher = createCipheriv("aes-256-gcm", key, nonce, { authTagLength: tagBytes });
+  cipher.setAAD(Buffer.from(aad, "utf8"));
+  const body = Buffer.concat([cipher.update(plaintext), cipher.final()]);
+  return prefix + Buffer.concat([nonce, body, cipher.getAuthTag()]).toString("base64");
+}
+
+export function decrypt(key: Buffer, aad: string, value: string): Buffer {
+  if (!value.startsWith(prefix)) throw new DecryptError("unknown ciphertext format");
+  const raw = Buffer.from(value.slice(prefix.length), "base64");
+  if (raw.length < nonceBytes + tagBytes) throw new DecryptError("ciphertext too short");
+  const decipher = createDecipheriv("aes-256-gcm", key, raw.subarray(0, nonceBytes), { authTagLength: tagBytes });
+  decipher.setAAD(Buffer.from(aad, "utf8"));
+  decipher.setAuthTag(raw.subarray(raw.length - tagBytes));
+  try {
+    return Buffer.concat([decipher.update(raw.subarray(nonceBytes, raw.length - tagBytes)), decipher.final()]);
+  } catch {
+    throw new DecryptError("ciphertext does not authenticate");
+  }
+}
