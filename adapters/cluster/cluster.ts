@@ -280,4 +280,11 @@ export interface Cluster {
   /** Watches the nodes' container events; see RelistEvent for what a consumer can rely on. */
   subscribe(handler: EventHandler, options?: SubscribeOptions): Subscription;
   networkInfo(ref: ContainerRef, options?: CallOptions): Promise<NetworkInfo>;
+  /**
+   * Extracts a tar archive into the container's filesystem at directory `path` (which must exist
+   * in the container), created or running alike (the engine's PUT /containers/{id}/archive).
+   * Entries are owned by root unless the archive's ids are mapped; missing parent directories of
+   * an entry are created by the engine (root, 0755); an existing file is replaced.
+   */
+  putArchive(ref: ContainerRef, path: string, archive: Buffer, options?: CallOptions): Promise<void>;
 }

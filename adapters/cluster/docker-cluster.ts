@@ -213,6 +213,19 @@ export class DockerCluster implements Cluster {
     });
   }
 
+  async putArchive(ref: ContainerRef, path: string, archive: Buffer, options: CallOptions = {}): Promise<void> {
+    const engine = this.engine(ref.node, "putArchive");
+    if (!path.startsWith("/")) {
+      throw new InvalidRequestError(`archive target must be an absolute path (got ${JSON.stringify(path)})`, ref.node, ref.id, "putArchive");
+    }
+    await engine.write({
+      op: "putArchive",
+      ref: ref.id,
+      signal: options.signal,
+      run: (d, signal) => d.getContainer(ref.id).putArchive(archive, { path, abortSignal: signal }),
+    });
+  }
+
   subscribe(handler: EventHandler, options: SubscribeOptions = {}): Subscription {
     const names = options.nodes ?? this.nodeNames;
     const sources = names.map((n) => this.eventSource(this.engine(n, "subscribe")));

@@ -1,0 +1,152 @@
+// SecretSyncReconciler: two kinds of keys, level-triggered, each correct at any time and any
+// number of times.
+//
+//   group/<podGroup>   every live container of the group holds the secret files its container
+//                      spec lists, and its marker says so (or says why not). Reads: the spec
+//                      (informer), the containers (ContainerCache), the markers (informer), the
+//                      proc's decrypted records (readSecrets). Writes: the containers' files
+//                      (putArchive), the markers.
+//   marker/<id>        garbage collection: a marker whose container no longer exists is deleted.
+//
+// Invariants:
+// - S1 nothing is read or installed while the vault is sealed; the unseal notification enqueues
+//   every group again (index.ts), so nothing waits for a periodic pass.
+// - S2 a marker without error is written only after its files were uploaded to that container;
+//   the PodGroup controller starts the container on seeing it, so the process never starts before
+//   its files are in place.
+// - S3 an upload is skipped when the marker already records the same digests for the same paths
+//   (idempotence); a changed content or mode changes the digest and reinstalls, running
+//   containers included.
+// - S4 a marker is deleted only when its container is gone from the cache, which keeps the
+//   containers of an unreachable node (ContainerCache I4): "unknown" is never taken for "gone".
+import type { ContainerCache, CachedContainer } from "../../adapters/cluster/container-cache.ts";
+import { buildTar } from "../../adapters/cluster/archive.ts";
+import { NotFoundError, type Cluster } from "../../adapters/cluster/index.ts";
+import type { Store } from "../../adapters/store/store.ts";
+import type { Clock } from "../../runtime/clock.ts";
+import { withDeadline } from "../../runtime/deadline.ts";
+import type { Informer } from "../../runtime/informer.ts";
+import type { ReconcileContext, Result } from "../../runtime/result.ts";
+import { planInstall } from "./files.ts";
+import { markerCovers, markerHasError, type Marker, type MarkerEntry } from "./marker.ts";
+import { appOf, listsSecrets, type SpecEntry } from "./specs.ts";
+import type { SecretFileRecord, SyncVault } from "./vault.ts";
+
+/** Container labels of the PodGroup naming contract (DESIGN.md section 5). */
+export const podGroupLabel = "io.capstan.podgroup";
+export const containerIndexLabel = "io.capstan.container-index";
+
+export const groupKey = (name: string) => `group/${name}`;
+export const markerGcKey = (containerId: string) => `marker/${containerId}`;
+
+/** States in which a container's filesystem exists and will be (or is) used: install into these. */
+const installable = new Set(["created", "running", "exited", "paused", "restarting"]);
+
+export interface SecretSyncReconcilerOptions {
+  /** Fenced store: marker writes. */
+  store: Store;
+  cluster: Cluster;
+  cache: ContainerCache;
+  specs: Informer<SpecEntry>;
+  markers: Informer<MarkerEntry>;
+  vault: SyncVault;
+  readSecrets(app: string, proc: string): Promise<readonly SecretFileRecord[]>;
+  specKey(name: string): string;
+  markerKey(containerId: string): string;
+  /** Bound of readSecrets and of the wait for our own marker write to reach the informer. */
+  callTimeoutMs: number;
+  /** Containers of one group installed at once. */
+  installConcurrency: number;
+  clock: Clock;
+  now(): number;
+}
+
+export class SecretSyncReconciler {
+  constructor(private readonly o: SecretSyncReconcilerOptions) {}
+
+  readonly reconcile = async (key: string, ctx: ReconcileContext): Promise<Result | void> => {
+    if (key.startsWith("group/")) return this.syncGroup(key.slice("group/".length), ctx);
+    if (key.startsWith("marker/")) return this.collect(key.slice("marker/".length), ctx);
+    ctx.log.warn({ key }, "unknown key kind; ignored");
+  };
+
+  private async syncGroup(name: string, ctx: ReconcileContext): Promise<void> {
+    if (this.o.vault.sealed()) return; // S1
+    const spec = this.o.specs.get(this.o.specKey(name));
+    if (!spec || spec.deleting || !listsSecrets(spec)) return;
+    const targets: { container: CachedContainer; listed: string[] }[] = [];
+    for (const c of this.o.cache.byLabel(podGroupLabel, name)) {
+      if (!installable.has(c.state)) continue;
+      const index = Number(c.labels[containerIndexLabel] ?? "0");
+      const listed = Number.isInteger(index) ? spec.secretFiles?.[index] : undefined;
+      if (listed && listed.length > 0) targets.push({ container: c, listed });
+    }
+    if (targets.length === 0) return;
+
+    const records = new Map<string, SecretFileRecord>();
+    const read = await withDeadline(this.o.readSecrets(appOf(name), name), this.o.callTimeoutMs, this.o.clock, `read secrets of ${name}`, ctx.signal);
+    for (const r of read) records.set(r.path, r);
+
+    const failures: unknown[] = [];
+    let next = 0;
+    const worker = async () => {
+      while (next < targets.length && !ctx.signal.aborted) {
+        const t = targets[next++]!;
+        try {
+          await this.syncContainer(name, t.container, t.listed, records, ctx);
+        } catch (err) {
+          if (err instanceof NotFoundError) continue; // removed meanwhile: its marker is collected (S4)
+          failures.push(err);
+          ctx.log.warn({ err, container: t.container.id, node: t.container.node }, "secret files not installed; retried with back-off");
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.o.installConcurrency, targets.length) }, worker));
+    ctx.signal.throwIfAborted();
+    if (failures.length > 0) throw failures[0];
+  }
+
+  private async syncContainer(
+    name: string,
+    c: CachedContainer,
+    listed: string[],
+    records: ReadonlyMap<string, SecretFileRecord>,
+    ctx: ReconcileContext,
+  ): Promise<void> {
+    const current = this.o.markers.get(this.o.markerKey(c.id))?.marker;
+    const plan = planInstall(name, listed, records);
+    if (plan.kind === "error") {
+      if (markerHasError(current, name, plan.error)) return;
+      ctx.log.info({ container: c.id, error: plan.error }, "secret files cannot be installed");
+      await this.writeMarker(c, { podGroup: name, files: [], error: plan.error }, ctx);
+      return;
+    }
+    if (markerCovers(current, name, plan.installed)) return; // S3
+    const tar = await buildTar(plan.files);
+    await this.o.cluster.putArchive({ node: c.node, id: c.id }, "/", tar, { signal: ctx.signal });
+    ctx.log.info({ container: c.id, node: c.node, files: plan.installed.map((f) => f.path) }, "secret files installed");
+    await this.writeMarker(c, { podGroup: name, files: plan.installed }, ctx); // S2: after the upload
+  }
+
+  private async writeMarker(c: CachedContainer, m: Omit<Marker, "at" | "node">, ctx: ReconcileContext): Promise<void> {
+    const marker: Marker = { ...m, at: new Date(this.o.now()).toISOString(), node: c.node };
+    const result = await this.o.store.put(this.o.markerKey(c.id), JSON.stringify(marker));
+    // Read-your-own-writes: the next reconcile of the group compares against this marker, not an
+    // older one (which would upload the same files again). A slow informer only costs that upload.
+    await this.o.markers.waitForRevision(result.revision, ctx.signal, this.o.callTimeoutMs).catch(() => {});
+  }
+
+  /** S4: the container is gone from the cache (not merely unknown): its marker goes too. */
+  private async collect(containerId: string, ctx: ReconcileContext): Promise<void> {
+    const key = this.o.markerKey(containerId);
+    const seen = await this.o.store.get(key);
+    if (!seen) return;
+    const entry = this.o.markers.get(key);
+    const node = entry?.marker?.node;
+    const exists = node !== undefined ? this.o.cache.get(node, containerId) !== undefined : this.o.cache.list().some((c) => c.id === containerId);
+    if (exists) return;
+    // Compare-and-delete: a marker rewritten since we read it is looked at again by its own event.
+    await this.o.store.delete(key, { expect: [{ key, target: "modRevision", equals: seen.modRevision }] });
+    ctx.log.info({ container: containerId }, "marker of a removed container deleted");
+  }
+}

@@ -1,0 +1,131 @@
+// Secret-sync against the shared etcd and the real engines: files land in created and running
+// containers with root ownership and the stored mode and content; a secret change reaches a running
+// container; a missing secret and a sealed vault are handled; markers follow their containers.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { digestOf } from "../../../controllers/secretsync/index.ts";
+import { Harness, exec, readFileOf } from "./support.ts";
+
+const h = new Harness();
+
+beforeAll(async () => {
+  await h.start();
+});
+
+afterAll(async () => {
+  await h.cleanup();
+});
+
+describe("secret-sync", () => {
+  it("installs the listed files into a created container before it starts; relative paths under /platform/app", async () => {
+    const proc = h.proc("created");
+    await h.putSecret(proc, "config/app.yaml", "db: secret-1\n", "440");
+    await h.putSecret(proc, "/etc/capstan/token", "tok-1", "400");
+    await h.putSecret(proc, "unlisted.txt", "never installed");
+    await h.putSpec(proc, [["config/app.yaml", "/etc/capstan/token"]]);
+    const ref = await h.container(proc);
+
+    const marker = await h.until("marker", () => h.marker(ref.id));
+    expect(marker.error).toBeUndefined();
+    expect(marker.podGroup).toBe(proc);
+    expect(marker.files).toEqual([
+      { path: "config/app.yaml", digest: digestOf("db: secret-1\n", "440") },
+      { path: "/etc/capstan/token", digest: digestOf("tok-1", "400") },
+    ]);
+    // Still created: the files are there before the process ever runs.
+    expect((await h.cluster.inspect(ref)).status.state).toBe("created");
+    expect(await readFileOf(ref, "/platform/app/config/app.yaml")).toEqual({ uid: 0, gid: 0, mode: 0o440, content: "db: secret-1\n" });
+    expect(await readFileOf(ref, "/etc/capstan/token")).toEqual({ uid: 0, gid: 0, mode: 0o400, content: "tok-1" });
+    expect(await readFileOf(ref, "/platform/app/unlisted.txt")).toBeUndefined();
+
+    await h.cluster.start(ref);
+    const out = await exec(ref, "stat -c '%u %g %a %n' /platform/app/config/app.yaml /etc/capstan/token /etc; cat /platform/app/config/app.yaml /etc/capstan/token");
+    expect(out).toBe("0 0 440 /platform/app/config/app.yaml\n0 0 400 /etc/capstan/token\n0 0 755 /etc\ndb: secret-1\ntok-1");
+  });
+
+  it("installs into a running container and follows a secret change within seconds, without re-uploading unchanged files", async () => {
+    const proc = h.proc("running");
+    const ref = await h.container(proc, "n2");
+    await h.cluster.start(ref);
+    await h.putSecret(proc, "app.env", "A=1\n", "600");
+    await h.putSpec(proc, [["app.env"]]);
+    await h.until("first install", async () => (await h.marker(ref.id))?.files[0]?.digest === digestOf("A=1\n", "600"));
+    expect(await exec(ref, "stat -c '%u %g %a' /platform/app/app.env; cat /platform/app/app.env")).toBe("0 0 600\nA=1\n");
+
+    const changedAt = Date.now();
+    await h.putSecret(proc, "app.env", "A=2\n", "600");
+    await h.until("changed file in the running container", async () => (await exec(ref, "cat /platform/app/app.env")) === "A=2\n", 10_000);
+    expect(Date.now() - changedAt).toBeLessThan(5_000);
+    await h.until("marker digest follows", async () => (await h.marker(ref.id))?.files[0]?.digest === digestOf("A=2\n", "600"));
+
+    // A mode-only change reinstalls too.
+    await h.putSecret(proc, "app.env", "A=2\n", "400");
+    await h.until("mode follows", async () => (await exec(ref, "stat -c '%a' /platform/app/app.env")) === "400\n");
+
+    // Level-triggered but idempotent: events that change nothing (a spec rewrite, a container
+    // stop/start) upload nothing.
+    await h.until("marker settles", async () => (await h.marker(ref.id))?.files[0]?.digest === digestOf("A=2\n", "400"));
+    const before = h.uploads;
+    const at = (await h.marker(ref.id))?.at;
+    await h.putSpec(proc, [["app.env"]]);
+    await h.cluster.stop(ref, { timeoutSeconds: 0 });
+    await h.cluster.start(ref);
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(h.uploads).toBe(before);
+    expect((await h.marker(ref.id))?.at).toBe(at);
+  });
+
+  it("writes an error marker and installs nothing when a listed secret is not written; installs once it is", async () => {
+    const proc = h.proc("missing");
+    await h.putSecret(proc, "present.txt", "here");
+    await h.putSpec(proc, [["present.txt", "absent.yaml"]]);
+    const ref = await h.container(proc);
+    const marker = await h.until("error marker", () => h.marker(ref.id));
+    expect(marker).toMatchObject({ podGroup: proc, files: [], error: `secret file absent.yaml is not written for ${proc}` });
+    expect(await readFileOf(ref, "/platform/app/present.txt")).toBeUndefined();
+
+    await h.putSecret(proc, "absent.yaml", "now: written\n");
+    const fixed = await h.until("marker without error", async () => {
+      const m = await h.marker(ref.id);
+      return m && m.error === undefined ? m : undefined;
+    });
+    expect(fixed.files.map((f) => f.path)).toEqual(["present.txt", "absent.yaml"]);
+    expect(await readFileOf(ref, "/platform/app/absent.yaml")).toEqual({ uid: 0, gid: 0, mode: 0o400, content: "now: written\n" });
+  });
+
+  it("installs nothing while the vault is sealed, and everything pending once it is unsealed", async () => {
+    const proc = h.proc("sealed");
+    h.vault.seal();
+    try {
+      await h.putSecret(proc, "s.txt", "sealed-content", "444");
+      await h.putSpec(proc, [["s.txt"]]);
+      const ref = await h.container(proc);
+      await new Promise((r) => setTimeout(r, 1_500));
+      expect(await h.marker(ref.id)).toBeUndefined();
+      expect(await readFileOf(ref, "/platform/app/s.txt")).toBeUndefined();
+
+      h.vault.unseal();
+      await h.until("marker after unseal", () => h.marker(ref.id), 5_000);
+      expect(await readFileOf(ref, "/platform/app/s.txt")).toEqual({ uid: 0, gid: 0, mode: 0o444, content: "sealed-content" });
+    } finally {
+      h.vault.unseal();
+    }
+  });
+
+  it("installs per container index, and deletes the marker of a removed container", async () => {
+    const proc = h.proc("gc");
+    await h.putSecret(proc, "first", "1");
+    await h.putSecret(proc, "second", "2");
+    await h.putSpec(proc, [["first"], ["second"]]);
+    const c0 = await h.container(proc, "n1", 0);
+    const c1 = await h.container(proc, "n1", 1);
+    const m0 = await h.until("marker of container 0", () => h.marker(c0.id));
+    const m1 = await h.until("marker of container 1", () => h.marker(c1.id));
+    expect(m0.files.map((f) => f.path)).toEqual(["first"]);
+    expect(m1.files.map((f) => f.path)).toEqual(["second"]);
+    expect(await readFileOf(c0, "/platform/app/second")).toBeUndefined();
+
+    await h.cluster.remove(c0, { force: true });
+    await h.until("marker of the removed container deleted", async () => (await h.marker(c0.id)) === undefined, 10_000);
+    expect(await h.marker(c1.id)).toBeDefined();
+  });
+});

@@ -1,0 +1,238 @@
+// Harness of the Secret-sync integration tests: the shared etcd (keys under a unique root), both
+// real engines, a Manager with a single-process elector (marker writes fenced as in production),
+// and a vault. Containers are made with the cluster adapter, labelled as the PodGroup controller
+// labels them; PodGroup specs are written to the store the way the API stores them. Assertions
+// read the containers' real filesystems: an archive read (works on created containers) and
+// `docker exec` through the engine socket (running ones).
+import Docker from "dockerode";
+import { extract } from "tar-stream";
+import { Readable } from "node:stream";
+import { DockerCluster, type ContainerRef } from "../../../adapters/cluster/index.ts";
+import { EtcdStore } from "../../../adapters/store/etcd.ts";
+import { fencedStore } from "../../../adapters/store/fenced.ts";
+import type { Store } from "../../../adapters/store/store.ts";
+import { createSecretSyncController, type Marker, type SecretFileRecord, type SecretSyncController, type SyncVault } from "../../../controllers/secretsync/index.ts";
+import { SingleProcessElector } from "../../../runtime/leaderelection.ts";
+import { Manager } from "../../../runtime/manager.ts";
+import { loadServices, socketPath, uniqueName } from "../../helpers/services.ts";
+
+export const services = loadServices();
+
+/**
+ * Stands in for api/secrets' vault: same seal semantics and notifications, records kept in the
+ * store as plain JSON under the harness's own secrets prefix (encryption is not what is tested here).
+ */
+export class PlainVault implements SyncVault {
+  private isSealed = false;
+  private readonly listeners = new Set<(sealed: boolean) => void>();
+  sealed(): boolean {
+    return this.isSealed;
+  }
+  seal(): void {
+    this.isSealed = true;
+    for (const l of this.listeners) l(true);
+  }
+  unseal(): void {
+    this.isSealed = false;
+    for (const l of this.listeners) l(false);
+  }
+  onSealChange(listener: (sealed: boolean) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+}
+
+export class Harness {
+  readonly root = `/capstan-test/${uniqueName("ss")}/`;
+  readonly podGroupPrefix = `${this.root}orchestrator/podgroups/`;
+  readonly secretsPrefix = `${this.root}secrets/`;
+  readonly markerPrefix = `${this.root}secret-sync/installed/`;
+  readonly store = new EtcdStore({ endpoints: services.etcdEndpoints });
+  readonly cluster = DockerCluster.fromSpec(services.cluster);
+  readonly vault = new PlainVault();
+  /** Every container this harness makes carries this label (cleanup finds them by it). */
+  readonly testLabel = uniqueName("sst");
+  /** putArchive calls the controller made (idempotence checks). */
+  uploads = 0;
+  private manager: Manager | undefined;
+  ss: SecretSyncController | undefined;
+
+  async start(): Promise<void> {
+    const elector = new SingleProcessElector({ store: this.store, key: `${this.root}leader`, identity: "harness" });
+    const manager = new Manager({ name: "secretsync-test", elector, gracefulShutdownMs: 10_000 });
+    const cluster = this.cluster;
+    // The real cluster, counting uploads.
+    const counting = new Proxy(cluster, {
+      get: (target, prop, receiver) => {
+        if (prop === "putArchive") {
+          return (...args: Parameters<DockerCluster["putArchive"]>) => {
+            this.uploads++;
+            return target.putArchive(...args);
+          };
+        }
+        const v: unknown = Reflect.get(target, prop, receiver);
+        return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    const secretsPrefix = this.secretsPrefix;
+    this.ss = createSecretSyncController({
+      store: fencedStore(this.store, () => elector.fence()),
+      cluster: counting,
+      vault: this.vault,
+      readSecrets: async (store: Store, vault: PlainVault, app: string, proc: string): Promise<SecretFileRecord[]> => {
+        if (vault.sealed()) throw new Error("sealed");
+        const page = await store.list(`${secretsPrefix}${app}/${proc}/`);
+        return page.items.map((kv) => JSON.parse(kv.value) as SecretFileRecord);
+      },
+      podGroupPrefix: this.podGroupPrefix,
+      secretsPrefix: this.secretsPrefix,
+      markerPrefix: this.markerPrefix,
+      registry: manager.registry,
+    });
+    for (const i of this.ss.informers) manager.addInformer(i);
+    for (const r of this.ss.runnables) manager.add(r);
+    await manager.start();
+    await this.ss.cache.waitForSync(undefined, 30_000);
+    this.manager = manager;
+  }
+
+  async cleanup(): Promise<void> {
+    await this.manager?.stop();
+    const mine = await this.cluster.listContainers(undefined, { all: true, filters: { label: [`io.capstan.test=${this.testLabel}`] } });
+    await Promise.all(mine.map((c) => this.cluster.remove(c, { force: true }).catch(() => undefined)));
+    await this.store.deletePrefix(this.root);
+    await this.store.close();
+  }
+
+  /** A proc name `<app>.web.web` with a unique app. */
+  proc(tag: string): string {
+    return `${tag}${Math.random().toString(36).slice(2, 8)}.web.web`;
+  }
+
+  async putSpec(name: string, secretFiles: string[][]): Promise<void> {
+    const now = new Date().toISOString();
+    const spec = {
+      name,
+      namespace: "capstan-test",
+      numInstances: 1,
+      restartPolicy: "never",
+      pod: {
+        name,
+        namespace: "capstan-test",
+        version: 1,
+        containers: secretFiles.map((files) => ({ image: services.testImage, command: ["sleep", "3600"], secretFiles: files })),
+        network: "none",
+      },
+      createdAt: now,
+      updatedAt: now,
+    };
+    await this.store.put(`${this.podGroupPrefix}${name}`, JSON.stringify(spec));
+  }
+
+  async putSecret(proc: string, path: string, content: string, mode = "400"): Promise<void> {
+    const app = proc.slice(0, proc.indexOf("."));
+    const record = { path, content, owner: "root", group: "root", mode, proc };
+    await this.store.put(`${this.secretsPrefix}${app}/${proc}/${encodeURIComponent(path)}`, JSON.stringify(record));
+  }
+
+  /** A container labelled as instance 0 of `group` (container index `index`), created, not started. */
+  async container(group: string, node = "n1", index = 0): Promise<ContainerRef> {
+    return this.cluster.create(node, `${group}.v1-i0-d0${index > 0 ? `-c${index}` : ""}-${Math.random().toString(36).slice(2, 6)}`, {
+      image: services.testImage,
+      cmd: ["sleep", "3600"],
+      networkMode: "none",
+      labels: {
+        "io.capstan.podgroup": group,
+        "io.capstan.namespace": "capstan-test",
+        "io.capstan.instance": "0",
+        "io.capstan.version": "1",
+        "io.capstan.drift": "0",
+        "io.capstan.container-index": String(index),
+        "io.capstan.format": "2",
+        "io.capstan.test": this.testLabel,
+      },
+    });
+  }
+
+  async marker(containerId: string): Promise<Marker | undefined> {
+    const kv = await this.store.get(`${this.markerPrefix}${containerId}`);
+    return kv ? (JSON.parse(kv.value) as Marker) : undefined;
+  }
+
+  /** Poll until `check` returns a value (not undefined/false), or fail with the last observation. */
+  async until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 15_000, everyMs = 100): Promise<T> {
+    const deadline = Date.now() + timeoutMs;
+    let last: unknown;
+    for (;;) {
+      try {
+        const v = await check();
+        if (v !== undefined && v !== false) return v;
+        last = v;
+      } catch (e) {
+        last = e;
+      }
+      if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${String(last)})`);
+      await new Promise((r) => setTimeout(r, everyMs));
+    }
+  }
+}
+
+function docker(node: string): Docker {
+  const endpoint = services.engines[node];
+  if (!endpoint) throw new Error(`no engine ${node}`);
+  return new Docker({ socketPath: socketPath(endpoint) });
+}
+
+/** `docker exec` of a shell command in a running container: its stdout (stderr goes with it). */
+export async function exec(ref: ContainerRef, command: string): Promise<string> {
+  const c = docker(ref.node).getContainer(ref.id);
+  const e = await c.exec({ Cmd: ["sh", "-c", command], AttachStdout: true, AttachStderr: true, Tty: true });
+  const stream = await e.start({ hijack: true, stdin: false, Tty: true });
+  const chunks: Buffer[] = [];
+  stream.on("data", (b: Buffer) => chunks.push(b));
+  await new Promise<void>((resolve, reject) => {
+    stream.on("end", () => resolve());
+    stream.on("error", reject);
+    setTimeout(() => reject(new Error(`exec ${command} did not finish in 10 s`)), 10_000).unref();
+  });
+  return Buffer.concat(chunks).toString("utf8").replace(/\r\n/g, "\n");
+}
+
+export interface ArchivedFile {
+  uid: number;
+  gid: number;
+  mode: number;
+  content: string;
+}
+
+/**
+ * A file as the engine's archive read (GET /containers/{id}/archive) shows it: works on created
+ * containers, which cannot exec. Undefined when the path does not exist.
+ */
+export async function readFileOf(ref: ContainerRef, path: string): Promise<ArchivedFile | undefined> {
+  let stream: NodeJS.ReadableStream;
+  try {
+    stream = await docker(ref.node).getContainer(ref.id).getArchive({ path });
+  } catch (e) {
+    if ((e as { statusCode?: number }).statusCode === 404) return undefined;
+    throw e;
+  }
+  const x = extract();
+  let found: ArchivedFile | undefined;
+  x.on("entry", (header, body, next) => {
+    const parts: Buffer[] = [];
+    body.on("data", (b: unknown) => {
+      parts.push(b as Buffer);
+    });
+    body.on("end", () => {
+      found ??= { uid: header.uid ?? -1, gid: header.gid ?? -1, mode: (header.mode ?? 0) & 0o7777, content: Buffer.concat(parts).toString("utf8") };
+      next();
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    x.on("finish", () => resolve());
+    x.on("error", reject);
+    Readable.from(stream as AsyncIterable<Buffer>).pipe(x);
+  });
+  return found;
+}
