@@ -20,8 +20,8 @@
 //       confirmed, a later relist that lacks it means it is gone.
 // - I2 events of one node are applied in stream order, and a node's relist precedes that
 //   connection's events (events.ts), so a state from an event is never older than the relist's.
-// - I3 recordDetails() applies an inspect's state only if the entry did not change since the
-//   caller read its generation: an event that arrived meanwhile is newer than the inspect.
+// - I3 recordDetails() and recordStarted() apply a state only if the entry did not change since
+//   the caller read its generation: an event that arrived meanwhile is newer than the call.
 // - I4 while a node is unreachable its containers stay cached with the last known state, and
 //   nodeState() says so: callers must treat them as unknown, not as gone.
 import type { Registry } from "prom-client";
@@ -301,10 +301,15 @@ export class ContainerCache {
     );
   }
 
-  /** We started it (the start call returned). */
-  recordStarted(node: string, id: string, at = Date.now()): void {
+  /**
+   * We started it (the start call returned). `generation` is the entry's generation read before
+   * the call: if an event changed the entry since, the event is at least as new as our start
+   * (e.g. a container that died at once) and wins (I3).
+   */
+  recordStarted(node: string, id: string, generation: number | undefined, at = Date.now()): void {
     const old = this.get(node, id);
     if (!old || old.state === "running") return;
+    if (generation !== undefined && old.generation !== generation) return;
     this.put({ ...old, state: "running", startedAt: at, finishedAt: undefined, exitCode: undefined, oomKilled: false }, "recorded");
   }
 

@@ -631,8 +631,9 @@ class Pass {
   private async startContainers(pod: PodCandidate): Promise<void> {
     for (const o of podContainers(pod)) {
       if (o.c.state === "running") continue;
+      const generation = this.o.cache.get(o.c.node, o.c.id)?.generation;
       await this.o.cluster.start(o.c, { signal: this.signal });
-      this.o.cache.recordStarted(o.c.node, o.c.id);
+      this.o.cache.recordStarted(o.c.node, o.c.id, generation);
     }
   }
 

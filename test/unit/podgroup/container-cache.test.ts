@@ -123,10 +123,20 @@ describe("ContainerCache", () => {
     cluster.emit({ type: "relist", node: "n1", containers: [] });
     expect(cache.get("n1", "x")).toMatchObject({ state: "created", confirmed: false, limits: { memoryBytes: 5, nanoCpus: 0 } });
     cluster.emit(event("n1", "x", "create"));
-    cache.recordStarted("n1", "x", 9_000);
+    cache.recordStarted("n1", "x", cache.get("n1", "x")!.generation, 9_000);
     expect(cache.get("n1", "x")).toMatchObject({ state: "running", startedAt: 9_000, confirmed: true, limits: { memoryBytes: 5, nanoCpus: 0 } });
     cluster.emit({ type: "relist", node: "n1", containers: [] });
     expect(cache.get("n1", "x")).toBeUndefined();
+  });
+
+  it("a start we made does not overwrite the die event of a container that exited at once", async () => {
+    const { cluster, cache } = await started();
+    cluster.emit({ type: "relist", node: "n1", containers: [summary("n1", "a", { state: "exited", status: "Exited (1) 1 second ago" })] });
+    const before = cache.get("n1", "a")!.generation;
+    cluster.emit(event("n1", "a", "start", { time: 8_000 }));
+    cluster.emit(event("n1", "a", "die", { exitCode: 1, time: 8_001 })); // both before start() returned
+    cache.recordStarted("n1", "a", before, 9_000);
+    expect(cache.get("n1", "a")).toMatchObject({ state: "exited", exitCode: 1, startedAt: 8_000 });
   });
 
   it("an inspect applies its state only if nothing changed since the caller read the entry", async () => {
