@@ -29,7 +29,7 @@ describe("refresh: missing, older format, stale version", () => {
       const a = await h.actual(name);
       return a.length === 2 && a.every((x) => x.c.state === "running") && a[1]!.c.id !== before[1]!.c.id ? a : undefined;
     }, 10_000, 20);
-    expect(Date.now() - t0).toBeLessThan(3_000);
+    expect(Date.now() - t0).toBeLessThan(5_000); // typically well under a second; generous for a loaded machine
     expect(after[0]!.c.id).toBe(before[0]!.c.id);
     await h.converged(name, 2, 1);
   });
@@ -102,25 +102,26 @@ describe("refresh: restart policy with back-off", () => {
     for (const g of groups) {
       await h.put(groupSpec(g.name, { restartPolicy: g.policy, container: { command: ["sh", "-c", `exit ${g.code}`] } }));
     }
-    await new Promise((r) => setTimeout(r, 6_500));
-
-    for (const g of groups) {
-      const s = (await h.status(g.name))!;
-      const pod = s.pods[0]!;
-      const n = starts.get(g.name)?.length ?? 0;
-      if (!g.restarts) {
-        expect([g.name, n, pod.restartCount]).toEqual([g.name, 1, 0]);
-        expect(pod.state).toBe(g.code === 0 ? "exited" : "failed");
-        expect(pod.lastError).toMatch(new RegExp(`code ${g.code}.*not restarted`));
-        continue;
-      }
-      // 1 + restarts at ~1 s, ~3 s, ~7 s: 2 or 3 restarts by 6.5 s. A tight loop would be dozens.
-      expect(pod.restartCount, g.name).toBeGreaterThanOrEqual(2);
-      expect(pod.restartCount, g.name).toBeLessThanOrEqual(3);
-      expect(n).toBe(pod.restartCount + 1);
-      expect(pod.lastError).toMatch(/restart \d+ at/);
+    const restarting = groups.filter((g) => g.restarts);
+    // Two restarts take ~1 s + ~2 s of back-off; a tight loop would make dozens meanwhile.
+    await h.until("two restarts each", async () => restarting.every((g) => (starts.get(g.name)?.length ?? 0) >= 3), 20_000);
+    for (const g of restarting) {
       const t = starts.get(g.name)!;
-      expect(t[2]! - t[1]!).toBeGreaterThan(1.5 * (t[1]! - t[0]!)); // doubling
+      expect(t[1]! - t[0]!, g.name).toBeGreaterThanOrEqual(900);
+      expect(t[2]! - t[1]!, g.name).toBeGreaterThan(1.5 * (t[1]! - t[0]!)); // doubling
+      const st = await h.until(`${g.name} status`, async () => {
+        const x = await h.status(g.name);
+        // Between two runs: the pod shows why it is down and when it comes back.
+        return x && x.pods[0]!.restartCount >= 2 && /restart \d+ at/.test(x.pods[0]!.lastError) ? x : undefined;
+      });
+      expect(st.pods[0]!.restartCount, g.name).toBeLessThanOrEqual(4);
+      expect(st.pods[0]!.state).toBe(g.code === 0 ? "exited" : "failed");
+    }
+    for (const g of groups.filter((x) => !x.restarts)) {
+      const pod = (await h.status(g.name))!.pods[0]!;
+      expect([g.name, starts.get(g.name)?.length, pod.restartCount]).toEqual([g.name, 1, 0]);
+      expect(pod.state).toBe(g.code === 0 ? "exited" : "failed");
+      expect(pod.lastError).toMatch(new RegExp(`code ${g.code}.*not restarted`));
     }
 
     // A new orchestrator process continues the back-off where the old one left it.
