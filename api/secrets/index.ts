@@ -1,0 +1,9 @@
+// The secrets service (issue 5). Server assembly: createSecretsService gives the Hono app and the
+// Vault (seal state); the Secret-sync controller in the same process reads records through
+// readSecrets and starts/stops on vault.onUnseal/onSeal.
+export { createSecretsService, type SecretsService, type SecretsServiceOptions } from "./api.ts";
+export { ConsoleAuthorizer, type SecretsRole } from "./authorize.ts";
+export { DecryptError } from "./crypto.ts";
+export { readSecrets, SecretIntegrityError, type SecretEntry } from "./read.ts";
+export { aadOf, appSecretsPrefix, parseSecretKey, procSecretsPrefix, secretKey, secretsPrefix, sysKeys, sysPrefix, type SecretRecord } from "./record.ts";
+export { SealedError, Vault, VaultStateError, type SealConfig, type VaultStatus } from "./vault.ts";

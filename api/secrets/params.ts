@@ -1,0 +1,119 @@
+// Validation of /v2/secrets input: the app/proc/path triple in the query and the PUT body. Every
+// failure is a 400 naming the parameter or field; nothing is written before all of it passes.
+//
+//   app   an app name (the console's rule: a DNS label, at most 63 characters)
+//   proc  <app>.<type>.<proc_name>, whose first segment is `app` (a record of app A can never be
+//         addressed through app B); at most 128 characters, so it is a valid PodGroup name
+//   path  the file path as given (relative to /platform/app or absolute): 1..4096 characters, no
+//         control characters (NUL included), no "." or ".." segment, no empty segment ("a//b"),
+//         not ending in "/" (it names a file)
+//   mode  octal, 3 or 4 digits; owner and group: a user/group name or a numeric id
+import { z } from "zod";
+import { badRequest, parseQuery } from "../http/index.ts";
+import { appNamePattern } from "../console/records.ts";
+import type { Context } from "hono";
+import type { SecretRecord } from "./record.ts";
+
+export const maxPathLength = 4096;
+export const maxBodyBytes = 1 << 20;
+
+const segment = "[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?";
+const procNameSegment = "[a-z0-9]([a-z0-9_-]{0,61}[a-z0-9])?";
+const procPattern = new RegExp(`^${segment}\\.${segment}\\.${procNameSegment}$`);
+
+const App = z.string().regex(appNamePattern, "must be an app name (a lower-case DNS label, at most 63 characters)");
+const Proc = z
+  .string()
+  .max(128, "must be at most 128 characters")
+  .regex(procPattern, "must be <app>.<type>.<proc_name> (lower-case letters, digits, '-'; '_' also in proc_name)");
+const Path = z
+  .string()
+  .min(1, "must not be empty")
+  .max(maxPathLength, `must be at most ${maxPathLength} characters`)
+  // eslint-disable-next-line no-control-regex
+  .refine((p) => !/[\u0000-\u001f\u007f]/.test(p), "must not contain NUL or other control characters")
+  .refine((p) => !p.split("/").some((s) => s === ".." || s === "."), "must not contain '.' or '..' segments")
+  .refine((p) => !p.endsWith("/") && !p.slice(1).includes("//") && p !== "/", "must name a file: no empty segment, no trailing '/'");
+
+const GetQuery = z.object({ app: App, proc: Proc.optional(), path: Path.optional() });
+const AddressQuery = z.object({ app: App, proc: Proc, path: Path });
+
+function checkProcOfApp(app: string, proc: string | undefined): void {
+  if (proc !== undefined && proc.split(".")[0] !== app) {
+    throw badRequest(`proc ${proc} does not belong to app ${app}: its first segment must be ${app}`, [{ path: "proc", message: `must start with "${app}."` }]);
+  }
+}
+
+export function parseGetQuery(c: Context): z.output<typeof GetQuery> {
+  const q = parseQuery(c, GetQuery);
+  checkProcOfApp(q.app, q.proc);
+  return q;
+}
+
+export function parseAddressQuery(c: Context): z.output<typeof AddressQuery> {
+  const q = parseQuery(c, AddressQuery);
+  checkProcOfApp(q.app, q.proc);
+  return q;
+}
+
+const Name = z.string().regex(/^([A-Za-z_][A-Za-z0-9_.-]{0,31}|[0-9]{1,10})$/, "must be a user or group name (at most 32 characters) or a numeric id");
+const RecordBody = z.strictObject({
+  content: z.string(),
+  owner: Name.default("root"),
+  group: Name.default("root"),
+  mode: z.string().regex(/^[0-7]{3,4}$/, "must be an octal mode of 3 or 4 digits, like \"400\" or \"0640\"").default("400"),
+});
+
+/**
+ * The record a PUT body writes (spec B rule 1). A JSON object with a string `content` is the
+ * record form, and its other fields are checked strictly (unknown fields and wrong types are a
+ * 400, so a typo like "onwer" is not silently dropped). Any other body, JSON or not, is stored
+ * whole as the content with the defaults owner root, group root, mode 400.
+ */
+export function recordFromBody(text: string): SecretRecord {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return { content: text, owner: "root", group: "root", mode: "400" };
+  }
+  const isRecordForm = typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) && typeof (parsed as { content?: unknown }).content === "string";
+  if (!isRecordForm) return { content: text, owner: "root", group: "root", mode: "400" };
+  const result = RecordBody.safeParse(parsed);
+  if (result.success) return result.data;
+  const details = result.error.issues.flatMap((i) =>
+    i.code === "unrecognized_keys" ? i.keys.map((k) => ({ path: k, message: "unknown field" })) : [{ path: i.path.join(".") || "body", message: i.message }],
+  );
+  throw badRequest(`invalid secret record: ${details.map((d) => `${d.path}: ${d.message}`).join("; ")}`, details);
+}
+
+/** The body as UTF-8 text, at most 1 MiB (400 beyond, the rest unread). */
+export async function readBodyText(c: Context): Promise<string> {
+  const tooLarge = () => badRequest(`request body exceeds 1 MiB`, [{ path: "body", message: `larger than ${maxBodyBytes} bytes` }]);
+  if (Number(c.req.header("content-length") ?? NaN) > maxBodyBytes) throw tooLarge();
+  const body = c.req.raw.body;
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  if (body !== null) {
+    const reader = body.getReader();
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        size += value.byteLength;
+        if (size > maxBodyBytes) {
+          await reader.cancel().catch(() => {});
+          throw tooLarge();
+        }
+        chunks.push(value);
+      }
+    } finally {
+      reader.releaseLock();
+    }
+  }
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(chunks));
+  } catch {
+    throw badRequest("request body is not valid UTF-8 text", [{ path: "body", message: "not valid UTF-8" }]);
+  }
+}

@@ -1,0 +1,49 @@
+// Reading secrets back: list the app's (or the proc's) keys and decrypt each under its own address.
+// Shared by GET /v2/secrets and the Secret-sync controller, which runs in the same process and
+// reads the store directly instead of calling itself over HTTP.
+import type { Store } from "../../adapters/store/store.ts";
+import { DecryptError } from "./crypto.ts";
+import { appSecretsPrefix, parseSecretKey, procSecretsPrefix, type SecretRecord } from "./record.ts";
+import type { Vault } from "./vault.ts";
+
+export interface SecretEntry extends SecretRecord {
+  app: string;
+  proc: string;
+  path: string;
+  updatedAt: string;
+  /** The store revision of the record's last write (changes whenever the content may have). */
+  modRevision: number;
+}
+
+/**
+ * A stored value that does not decrypt under its own address: tampering, or a value copied from
+ * another key. Reading fails as a whole rather than skipping the record, so a consumer never
+ * mistakes a damaged secret for a missing one.
+ */
+export class SecretIntegrityError extends Error {
+  override readonly name = "SecretIntegrityError";
+  constructor(
+    readonly app: string,
+    readonly proc: string,
+    readonly path: string,
+  ) {
+    super(`secret ${path} of ${proc} does not decrypt at its address (tampered or moved); write it again`);
+  }
+}
+
+/** Every record of `app` (or of one proc), sorted by proc then path. Throws SealedError when sealed. */
+export async function readSecrets(store: Store, vault: Vault, app: string, proc?: string): Promise<SecretEntry[]> {
+  const { items } = await store.list(proc === undefined ? appSecretsPrefix(app) : procSecretsPrefix(app, proc));
+  const entries: SecretEntry[] = [];
+  for (const kv of items) {
+    const address = parseSecretKey(kv.key);
+    if (address === null || address.app !== app) continue;
+    try {
+      entries.push({ ...address, ...vault.decrypt(address.app, address.proc, address.path, kv.value), modRevision: kv.modRevision });
+    } catch (e) {
+      if (e instanceof DecryptError) throw new SecretIntegrityError(address.app, address.proc, address.path);
+      throw e;
+    }
+  }
+  return entries.sort((a, b) => (a.proc === b.proc ? (a.path < b.path ? -1 : a.path > b.path ? 1 : 0) : a.proc < b.proc ? -1 : 1));
+}
