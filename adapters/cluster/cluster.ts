@@ -284,7 +284,8 @@ export interface Cluster {
    * Extracts a tar archive into the container's filesystem at directory `path` (which must exist
    * in the container), created or running alike (the engine's PUT /containers/{id}/archive).
    * Entries are owned by root unless the archive's ids are mapped; missing parent directories of
-   * an entry are created by the engine (root, 0755); an existing file is replaced.
+   * an entry are created by the engine (root, 0755); an existing file is replaced, an existing
+   * directory never is (InvalidRequestError).
    */
   putArchive(ref: ContainerRef, path: string, archive: Buffer, options?: CallOptions): Promise<void>;
 }

@@ -222,7 +222,9 @@ export class DockerCluster implements Cluster {
       op: "putArchive",
       ref: ref.id,
       signal: options.signal,
-      run: (d, signal) => d.getContainer(ref.id).putArchive(archive, { path, abortSignal: signal }),
+      // noOverwriteDirNonDir: a file entry must never replace an existing directory (the engine
+      // would delete the whole tree first); the engine answers 400 instead.
+      run: (d, signal) => d.getContainer(ref.id).putArchive(archive, { path, noOverwriteDirNonDir: true, abortSignal: signal }),
     });
   }
 

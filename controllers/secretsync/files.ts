@@ -17,7 +17,8 @@ const octalMode = /^[0-7]{1,4}$/;
 export function resolveSecretPath(path: string): string | undefined {
   if (path === "" || path.includes("\0") || path.split("/").includes("..")) return undefined;
   const abs = posix.normalize(path.startsWith("/") ? path : `${appDirectory}/${path}`);
-  if (abs === "/" || abs.endsWith("/")) return undefined;
+  // The app directory itself (".") is no file path: installing there would replace the directory.
+  if (abs === "/" || abs.endsWith("/") || abs === appDirectory) return undefined;
   return abs;
 }
 

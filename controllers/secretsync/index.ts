@@ -117,6 +117,7 @@ export function createSecretSyncController<V extends SyncVault>(opts: SecretSync
     markerKey: (id) => `${markerPrefix}${id}`,
     callTimeoutMs,
     installConcurrency,
+    unknownNodeRecheckMs: 30_000,
     clock,
     now: opts.now ?? Date.now,
   });

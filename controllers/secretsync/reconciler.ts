@@ -21,14 +21,14 @@
 //   containers of an unreachable node (ContainerCache I4): "unknown" is never taken for "gone".
 import type { ContainerCache, CachedContainer } from "../../adapters/cluster/container-cache.ts";
 import { buildTar } from "../../adapters/cluster/archive.ts";
-import { NotFoundError, type Cluster } from "../../adapters/cluster/index.ts";
+import { EngineError, InvalidRequestError, NotFoundError, type Cluster } from "../../adapters/cluster/index.ts";
 import type { Store } from "../../adapters/store/store.ts";
 import type { Clock } from "../../runtime/clock.ts";
 import { withDeadline } from "../../runtime/deadline.ts";
 import type { Informer } from "../../runtime/informer.ts";
 import type { ReconcileContext, Result } from "../../runtime/result.ts";
 import { planInstall } from "./files.ts";
-import { markerCovers, markerHasError, type Marker, type MarkerEntry } from "./marker.ts";
+import { decodeMarker, markerCovers, markerHasError, type Marker, type MarkerEntry } from "./marker.ts";
 import { appOf, listsSecrets, type SpecEntry } from "./specs.ts";
 import type { SecretFileRecord, SyncVault } from "./vault.ts";
 
@@ -57,6 +57,8 @@ export interface SecretSyncReconcilerOptions {
   callTimeoutMs: number;
   /** Containers of one group installed at once. */
   installConcurrency: number;
+  /** How soon a marker whose container's node is not visible is looked at again. */
+  unknownNodeRecheckMs: number;
   clock: Clock;
   now(): number;
 }
@@ -84,7 +86,13 @@ export class SecretSyncReconciler {
     if (targets.length === 0) return;
 
     const records = new Map<string, SecretFileRecord>();
-    const read = await withDeadline(this.o.readSecrets(appOf(name), name), this.o.callTimeoutMs, this.o.clock, `read secrets of ${name}`, ctx.signal);
+    let read: readonly SecretFileRecord[];
+    try {
+      read = await withDeadline(this.o.readSecrets(appOf(name), name), this.o.callTimeoutMs, this.o.clock, `read secrets of ${name}`, ctx.signal);
+    } catch (err) {
+      if (this.o.vault.sealed()) return; // sealed meanwhile: the unseal enqueues the group again (S1)
+      throw err;
+    }
     for (const r of read) records.set(r.path, r);
 
     const failures: unknown[] = [];
@@ -123,7 +131,16 @@ export class SecretSyncReconciler {
     }
     if (markerCovers(current, name, plan.installed)) return; // S3
     const tar = await buildTar(plan.files);
-    await this.o.cluster.putArchive({ node: c.node, id: c.id }, "/", tar, { signal: ctx.signal });
+    try {
+      await this.o.cluster.putArchive({ node: c.node, id: c.id }, "/", tar, { signal: ctx.signal });
+    } catch (err) {
+      // The engine refused the archive itself (e.g. a listed path is a directory in the image):
+      // retrying cannot help until the spec or the secret changes, so say why in the marker.
+      if (!refusedArchive(err)) throw err;
+      const error = `secret files of ${name} cannot be installed: ${err.message}`;
+      if (!markerHasError(current, name, error)) await this.writeMarker(c, { podGroup: name, files: [], error }, ctx);
+      return;
+    }
     ctx.log.info({ container: c.id, node: c.node, files: plan.installed.map((f) => f.path) }, "secret files installed");
     await this.writeMarker(c, { podGroup: name, files: plan.installed }, ctx); // S2: after the upload
   }
@@ -137,16 +154,27 @@ export class SecretSyncReconciler {
   }
 
   /** S4: the container is gone from the cache (not merely unknown): its marker goes too. */
-  private async collect(containerId: string, ctx: ReconcileContext): Promise<void> {
+  private async collect(containerId: string, ctx: ReconcileContext): Promise<Result | void> {
     const key = this.o.markerKey(containerId);
     const seen = await this.o.store.get(key);
     if (!seen) return;
-    const entry = this.o.markers.get(key);
-    const node = entry?.marker?.node;
-    const exists = node !== undefined ? this.o.cache.get(node, containerId) !== undefined : this.o.cache.list().some((c) => c.id === containerId);
-    if (exists) return;
+    const node = decodeMarker(seen).marker?.node;
+    if (node !== undefined ? this.o.cache.get(node, containerId) !== undefined : this.o.cache.list().some((c) => c.id === containerId)) return;
+    // A node we cannot see (down since start-up, so never listed, or unreachable now) may still
+    // hold the container: look again later rather than take "unknown" for "gone". (We always write
+    // `node`; a marker without it predates that field and is judged by the cache alone.)
+    if (node !== undefined && this.o.cache.nodeState(node) !== "ready") return { requeueAfterMs: this.o.unknownNodeRecheckMs };
     // Compare-and-delete: a marker rewritten since we read it is looked at again by its own event.
     await this.o.store.delete(key, { expect: [{ key, target: "modRevision", equals: seen.modRevision }] });
     ctx.log.info({ container: containerId }, "marker of a removed container deleted");
   }
+}
+
+/**
+ * An archive the engine will never accept as it is: a 400, or the 500 dockerd answers when an
+ * entry would replace a directory with a file ("cannot overwrite directory ... with
+ * non-directory", noOverwriteDirNonDir). Anything else (engine down, timeouts) is retried.
+ */
+function refusedArchive(err: unknown): err is Error {
+  return err instanceof InvalidRequestError || (err instanceof EngineError && /cannot overwrite (non-)?directory/i.test(err.message));
 }

@@ -92,6 +92,18 @@ describe("secret-sync", () => {
     expect(await readFileOf(ref, "/platform/app/absent.yaml")).toEqual({ uid: 0, gid: 0, mode: 0o400, content: "now: written\n" });
   });
 
+  it("never replaces a directory of the image with a secret file: error marker, directory intact", async () => {
+    const proc = h.proc("dir");
+    await h.putSecret(proc, "/etc", "not a directory");
+    await h.putSpec(proc, [["/etc"]]);
+    const ref = await h.container(proc);
+    const marker = await h.until("error marker", () => h.marker(ref.id));
+    expect(marker.files).toEqual([]);
+    expect(marker.error).toMatch(new RegExp(`^secret files of ${proc.replace(/\./g, "\\.")} cannot be installed: `));
+    await h.cluster.start(ref);
+    expect(await exec(ref, "test -d /etc && test -f /etc/passwd && echo intact")).toBe("intact\n");
+  });
+
   it("installs nothing while the vault is sealed, and everything pending once it is unsealed", async () => {
     const proc = h.proc("sealed");
     h.vault.seal();

@@ -1,0 +1,123 @@
+import { describe, expect, it } from "vitest";
+import { planInstall, resolveSecretPath } from "../../../controllers/secretsync/files.ts";
+import { decodeMarker, digestOf, markerCovers, markerHasError } from "../../../controllers/secretsync/marker.ts";
+import { appOf, decodeSpec, listsSecrets, procOfSecretKey } from "../../../controllers/secretsync/specs.ts";
+import type { SecretFileRecord } from "../../../controllers/secretsync/vault.ts";
+
+const rec = (path: string, content: string, mode = "400"): [string, SecretFileRecord] => [path, { path, content, mode }];
+
+describe("resolveSecretPath", () => {
+  it.each([
+    ["config.yaml", "/platform/app/config.yaml"],
+    ["./conf/a.yaml", "/platform/app/conf/a.yaml"],
+    ["/etc/token", "/etc/token"],
+    ["/etc//x/./y", "/etc/x/y"],
+  ])("%s -> %s", (input, out) => expect(resolveSecretPath(input)).toBe(out));
+
+  it.each(["", "/", "../x", "a/../../etc/passwd", "/etc/", "a\0b", "."])("refuses %j", (input) => {
+    expect(resolveSecretPath(input)).toBeUndefined();
+  });
+});
+
+describe("planInstall", () => {
+  const proc = "shop.web.web";
+
+  it("installs exactly the listed files, as root, with the stored mode, digests by listed path", () => {
+    const records = new Map([rec("a.yaml", "A", "440"), rec("/etc/b", "B"), rec("unlisted", "U")]);
+    const plan = planInstall(proc, ["a.yaml", "/etc/b"], records);
+    expect(plan).toEqual({
+      kind: "install",
+      files: [
+        { path: "/platform/app/a.yaml", content: "A", mode: 0o440, uid: 0, gid: 0 },
+        { path: "/etc/b", content: "B", mode: 0o400, uid: 0, gid: 0 },
+      ],
+      installed: [
+        { path: "a.yaml", digest: digestOf("A", "440") },
+        { path: "/etc/b", digest: digestOf("B", "400") },
+      ],
+    });
+  });
+
+  it("names the missing file, or all of them", () => {
+    const records = new Map([rec("a", "A")]);
+    expect(planInstall(proc, ["a", "b"], records)).toEqual({ kind: "error", error: `secret file b is not written for ${proc}` });
+    expect(planInstall(proc, ["c", "a", "b"], records)).toEqual({ kind: "error", error: `secret files c, b are not written for ${proc}` });
+  });
+
+  it("a relative and an absolute path are different records", () => {
+    const records = new Map([rec("/platform/app/a", "abs")]);
+    expect(planInstall(proc, ["a"], records)).toMatchObject({ kind: "error" });
+  });
+
+  it("refuses a mode that is not octal, and two listed paths landing on one file", () => {
+    expect(planInstall(proc, ["a"], new Map([rec("a", "A", "rw")]))).toMatchObject({ kind: "error", error: expect.stringContaining('invalid mode "rw"') });
+    expect(planInstall(proc, ["a"], new Map([rec("a", "A", "800")]))).toMatchObject({ kind: "error" });
+    const both = new Map([rec("a", "1"), rec("/platform/app/a", "2")]);
+    expect(planInstall(proc, ["a", "/platform/app/a"], both)).toMatchObject({ kind: "error", error: expect.stringContaining("both resolve to /platform/app/a") });
+  });
+
+  it("a path listed twice is installed once", () => {
+    const plan = planInstall(proc, ["a", "a"], new Map([rec("a", "A")]));
+    expect(plan.kind === "install" && plan.files.length).toBe(1);
+  });
+});
+
+describe("markers", () => {
+  it("digest covers mode and content, unambiguously", () => {
+    expect(digestOf("x", "400")).not.toBe(digestOf("x", "440"));
+    expect(digestOf("0x", "40")).not.toBe(digestOf("x", "400"));
+    expect(digestOf("x", "400")).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it("covers only the same group, the same paths and digests, without error", () => {
+    const files = [{ path: "a", digest: "d1" }, { path: "b", digest: "d2" }];
+    const m = { podGroup: "g", files, at: "t" };
+    expect(markerCovers(m, "g", [files[1]!, files[0]!])).toBe(true);
+    expect(markerCovers(m, "h", files)).toBe(false);
+    expect(markerCovers(m, "g", [files[0]!])).toBe(false);
+    expect(markerCovers(m, "g", [files[0]!, { path: "b", digest: "other" }])).toBe(false);
+    expect(markerCovers({ ...m, error: "e" }, "g", files)).toBe(false);
+    expect(markerCovers(undefined, "g", files)).toBe(false);
+    expect(markerHasError({ podGroup: "g", files: [], error: "e", at: "t" }, "g", "e")).toBe(true);
+    expect(markerHasError({ podGroup: "g", files: [], error: "e", at: "t" }, "g", "other")).toBe(false);
+  });
+
+  it("decodes leniently: garbage is an absent marker, never a throw", () => {
+    const key = "/platform/secret-sync/installed/abc123";
+    expect(decodeMarker({ key, value: JSON.stringify({ podGroup: "g", files: [], at: "t" }) })).toEqual({
+      containerId: "abc123",
+      marker: { podGroup: "g", files: [], at: "t" },
+    });
+    expect(decodeMarker({ key, value: "{" }).marker).toBeUndefined();
+    expect(decodeMarker({ key, value: JSON.stringify({ podGroup: "g", files: [{ path: 1 }] }) }).marker).toBeUndefined();
+  });
+});
+
+describe("specs and secret keys", () => {
+  const key = "/platform/orchestrator/podgroups/shop.web.web";
+  const spec = (containers: unknown[], extra: object = {}) => JSON.stringify({ name: "shop.web.web", pod: { containers }, ...extra });
+
+  it("reads secretFiles per container index", () => {
+    const e = decodeSpec({ key, value: spec([{ image: "x", secretFiles: ["a"] }, { image: "y" }]) });
+    expect(e).toEqual({ name: "shop.web.web", secretFiles: [["a"], []], deleting: false });
+    expect(listsSecrets(e)).toBe(true);
+    expect(listsSecrets(decodeSpec({ key, value: spec([{ image: "y" }]) }))).toBe(false);
+    expect(decodeSpec({ key, value: spec([], { deleting: true }) }).deleting).toBe(true);
+  });
+
+  it("an unreadable spec or one whose name differs from its key lists nothing", () => {
+    expect(decodeSpec({ key, value: "nope" }).secretFiles).toBeUndefined();
+    expect(decodeSpec({ key, value: JSON.stringify({ name: "other", pod: { containers: [] } }) }).secretFiles).toBeUndefined();
+  });
+
+  it("maps a secret key to its proc; _sys keys to none", () => {
+    const p = "/platform/secrets/";
+    expect(procOfSecretKey(p, `${p}shop/shop.web.web/config.yaml`)).toBe("shop.web.web");
+    expect(procOfSecretKey(p, `${p}shop/shop.web.web/${encodeURIComponent("/etc/a/b")}`)).toBe("shop.web.web");
+    expect(procOfSecretKey(p, `${p}_sys/keycheck`)).toBeUndefined();
+    expect(procOfSecretKey(p, `${p}shop`)).toBeUndefined();
+    expect(procOfSecretKey(p, "/elsewhere/shop/shop.web.web/x")).toBeUndefined();
+    expect(appOf("shop.web.web")).toBe("shop");
+    expect(appOf("plain")).toBe("plain");
+  });
+});
