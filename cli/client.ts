@@ -1,49 +1,15 @@
 // A small typed client of the orchestrator API (DESIGN.md section 6), for the client commands.
-//
-// Every request carries a timeout (AbortSignal.timeout), so a hung server never hangs the command.
-// Failures are typed: ApiError is an answer of the server (its status and the code, reason and
-// message of its error body), ServerUnreachableError is no answer at all (refused, timed out).
+// Requests, timeouts and typed failures are cli/http-client.ts's (ApiError, ServerUnreachableError
+// are re-exported here for the commands that import them from this file).
 import type { PodGroupSpec, PodGroupWithSpec, PodSpec, RestartPolicy } from "../api/resources/podgroup.ts";
+import { ApiError, HttpClient, query } from "./http-client.ts";
+
+export { ApiError, ServerUnreachableError } from "./http-client.ts";
 
 /** The body of a 202 Accepted answer. */
 export interface Accepted {
   message: string;
   checkUrl: string;
-}
-
-/** The server answered with an error status. */
-export class ApiError extends Error {
-  override readonly name = "ApiError";
-  constructor(
-    readonly status: number,
-    /** "BadRequest", "NotFound", "NotAllowed", ... (or "HTTP <status>" for a body without one). */
-    readonly code: string,
-    message: string,
-    /** NotAllowed's reason: "AlreadyExists", "InsufficientResources", "InUse". */
-    readonly reason?: string,
-    /** BadRequest's details: which field or parameter, and what is wrong with it. */
-    readonly details?: { path: string; message: string }[],
-  ) {
-    super(message);
-  }
-
-  /** "NotAllowed (AlreadyExists): podgroup hello exists; use PATCH", plus BadRequest details. */
-  describe(): string {
-    const head = `${this.code}${this.reason ? ` (${this.reason})` : ""}: ${this.message}`;
-    const details = (this.details ?? []).map((d) => `  ${d.path ? `${d.path}: ` : ""}${d.message}`);
-    return [head, ...details].join("\n");
-  }
-}
-
-/** No answer from the server: connection refused, DNS failure, timeout. */
-export class ServerUnreachableError extends Error {
-  override readonly name = "ServerUnreachableError";
-  constructor(
-    readonly server: string,
-    reason: string,
-  ) {
-    super(`cannot reach the orchestrator at ${server}: ${reason}`);
-  }
 }
 
 export interface ClientOptions {
@@ -55,11 +21,11 @@ export interface ClientOptions {
 
 export class OrchestratorClient {
   readonly server: string;
-  private readonly requestTimeoutMs: number;
+  private readonly http: HttpClient;
 
   constructor(opts: ClientOptions) {
-    this.server = opts.server.replace(/\/+$/, "");
-    this.requestTimeoutMs = opts.requestTimeoutMs ?? 10_000;
+    this.http = new HttpClient({ server: opts.server, component: "orchestrator", requestTimeoutMs: opts.requestTimeoutMs });
+    this.server = this.http.server;
   }
 
   getPodGroup(name: string): Promise<PodGroupWithSpec> {
@@ -93,61 +59,9 @@ export class OrchestratorClient {
   }
 
   private async request(method: string, path: string, body?: unknown): Promise<unknown> {
-    let res: Response;
-    try {
-      res = await fetch(this.server + path, {
-        method,
-        headers: body === undefined ? { accept: "application/json" } : { accept: "application/json", "content-type": "application/json" },
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(this.requestTimeoutMs),
-      });
-    } catch (e) {
-      throw new ServerUnreachableError(this.server, reasonOf(e, this.requestTimeoutMs));
-    }
-    let text: string;
-    try {
-      text = await res.text();
-    } catch (e) {
-      throw new ServerUnreachableError(this.server, reasonOf(e, this.requestTimeoutMs));
-    }
-    const parsed = parseJson(text);
-    if (res.ok) {
-      if (parsed === undefined) throw new ApiError(res.status, "BadAnswer", `${method} ${path} answered ${res.status} without JSON`);
-      return parsed;
-    }
-    const err = (parsed ?? {}) as { code?: unknown; message?: unknown; reason?: unknown; details?: unknown };
-    throw new ApiError(
-      res.status,
-      typeof err.code === "string" ? err.code : `HTTP ${res.status}`,
-      typeof err.message === "string" ? err.message : text.trim().slice(0, 500) || res.statusText,
-      typeof err.reason === "string" ? err.reason : undefined,
-      Array.isArray(err.details) ? err.details.map(detailOf) : undefined,
-    );
+    const answer = await this.http.request(method, path, body);
+    // Every orchestrator answer is JSON; an empty one is a broken server or proxy.
+    if (answer === undefined) throw new ApiError(200, "BadAnswer", `${method} ${path} answered without JSON`);
+    return answer;
   }
-}
-
-function detailOf(d: unknown): { path: string; message: string } {
-  const { path, message } = (d ?? {}) as { path?: unknown; message?: unknown };
-  return { path: typeof path === "string" ? path : "", message: typeof message === "string" ? message : JSON.stringify(d) };
-}
-
-function query(params: Record<string, string | undefined>): string {
-  const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) if (v !== undefined) q.set(k, v);
-  return q.toString();
-}
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    return undefined;
-  }
-}
-
-/** fetch() hides the reason in `cause` ("fetch failed" alone says nothing). */
-function reasonOf(e: unknown, timeoutMs: number): string {
-  const err = e as { name?: string; message?: string; cause?: { code?: string; message?: string } };
-  if (err.name === "TimeoutError") return `no answer within ${timeoutMs} ms`;
-  return err.cause?.code ?? err.cause?.message ?? err.message ?? String(e);
 }

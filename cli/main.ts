@@ -10,10 +10,17 @@ interface Command {
 const commands: Record<string, Command> = {
   up: { summary: "every component in one process (embedded store, local Docker)", load: () => import("./commands/up.ts") },
   orchestrator: { summary: "the orchestrator: PodGroup API and controllers", load: () => import("./commands/orchestrator.ts") },
+  secrets: { summary: "the secrets service and Secret-sync; secrets init|unseal|seal|status manage its seal", load: () => import("./commands/secrets.ts") },
+  console: { summary: "the console: apps, maintainers, access tokens, role checks", load: () => import("./commands/console.ts") },
   apply: { summary: "create or update PodGroups from a YAML or JSON file (-f)", load: () => import("./commands/apply.ts") },
   get: { summary: "show a PodGroup (get podgroup NAME) or all of them (get podgroups)", load: () => import("./commands/get.ts") },
   scale: { summary: "set a PodGroup's number of instances (scale NAME N)", load: () => import("./commands/scale.ts") },
   delete: { summary: "delete a PodGroup and its instances (delete podgroup NAME)", load: () => import("./commands/delete.ts") },
+  login: { summary: "save a cluster's service URLs and your access token (login CLUSTER)", load: () => import("./commands/login.ts") },
+  secret: { summary: "write, show, delete a proc's secret files (secret add|view|delete CLUSTER PROC ...)", load: () => import("./commands/secret.ts") },
+  deploy: { summary: "deploy an app's web proc from its definition (deploy CLUSTER -f app.yaml -image IMAGE)", load: () => import("./commands/deploy.ts") },
+  apps: { summary: "register and list apps (admin: apps add|list CLUSTER ...)", load: () => import("./commands/apps.ts") },
+  tokens: { summary: "create access tokens (admin: tokens create CLUSTER -user E-MAIL)", load: () => import("./commands/tokens.ts") },
 };
 
 function help(): string {

@@ -19,6 +19,7 @@ export const orchestratorLeaderKey = keys.leader;
 
 export function installOrchestrator(ctx: ServeContext, settings: OrchestratorSettings): void {
   const { store, cluster, manager, elector, log } = ctx;
+  if (!cluster) throw new Error("the orchestrator needs -cluster");
   const registry = manager.registry;
   const fenced = fencedStore(store, () => elector.fence());
 

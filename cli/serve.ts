@@ -1,5 +1,6 @@
 // One long-running Capstan process, the part every server command shares (`capstan up`,
-// `capstan orchestrator`, later the other components): open the store and the cluster, elect a
+// `capstan orchestrator`, `capstan secrets`, `capstan console`): open the store and the cluster
+// (when the command drives Docker engines), elect a
 // leader (a fenced lease on etcd; trivially this process on the embedded store, which one process
 // owns), compact the store's history, serve probes and metrics, let the command install its
 // components, and run until SIGTERM/SIGINT or a failure.
@@ -24,6 +25,7 @@ export const clusterOption: OptionDef = {
   help: "Docker engines: [NAME=]unix:///path.sock or tcp://host:port, comma-separated",
   default: "unix:///var/run/docker.sock",
 };
+export const storeOption: OptionDef = { name: "store", type: "string", help: "store URL: sqlite://PATH or etcd://HOST:PORT[,HOST:PORT]", default: "sqlite://./capstan-data/state.db" };
 export const historyOption: OptionDef = { name: "history", type: "duration", help: "store history kept for watches to resume from", default: "10m" };
 
 export interface ServeOptions {
@@ -31,7 +33,8 @@ export interface ServeOptions {
   name: string;
   web: string;
   storeUrl: string;
-  cluster: string;
+  /** Docker engines (-cluster); absent for a component that never calls Docker (the console). */
+  cluster?: string;
   historyMs: number;
   /** The leader key; every process running the same controllers must share it. */
   leaderKey: string;
@@ -41,26 +44,31 @@ export interface ServeOptions {
 /** What a command's components are built from. */
 export interface ServeContext {
   store: Store;
-  cluster: Cluster;
+  /** Undefined when ServeOptions.cluster was not given. */
+  cluster: Cluster | undefined;
   manager: Manager;
   /** Leader-only writers fence their store writes with `() => elector.fence()`. */
   elector: Elector;
   log: Logger;
 }
 
-/** Run the process until it is stopped; answers its exit code (0 stopped, 1 failed). */
-export async function serve(opts: ServeOptions, install: (ctx: ServeContext) => void): Promise<number> {
+/**
+ * Run the process until it is stopped; answers its exit code (0 stopped, 1 failed). `install` may
+ * be async (a component that must read or seed the store before it serves, like the console's
+ * first admin token); a failure there ends the process before it listens.
+ */
+export async function serve(opts: ServeOptions, install: (ctx: ServeContext) => void | Promise<void>): Promise<number> {
   const { log } = opts;
   let listen: { host: string; port: number };
   let store: Store;
-  let cluster: DockerCluster;
+  let cluster: DockerCluster | undefined;
   try {
     listen = parseListenAddress(opts.web);
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
   try {
-    cluster = DockerCluster.fromSpec(opts.cluster, { logger: log });
+    cluster = opts.cluster === undefined ? undefined : DockerCluster.fromSpec(opts.cluster, { logger: log });
     store = openStore(opts.storeUrl);
   } catch (e) {
     if (e instanceof StoreUrlError || e instanceof ClusterSpecError) throw new UsageError(e.message);
@@ -76,13 +84,13 @@ export async function serve(opts: ServeOptions, install: (ctx: ServeContext) => 
   const manager = new Manager({ name: opts.name, http: listen, log, registry, elector });
   manager.add(new StoreCompactor({ store, retentionMs: opts.historyMs, log, registry }));
   try {
-    install({ store, cluster, manager, elector, log });
+    await install({ store, cluster, manager, elector, log });
   } catch (e) {
     await store.close();
     throw e;
   }
 
-  for (const node of await cluster.nodes()) {
+  for (const node of cluster ? await cluster.nodes() : []) {
     log.info(
       { node: node.name, endpoint: node.endpoint, state: node.state, cpus: node.cpus, memoryBytes: node.memoryBytes, error: node.error },
       "cluster node",

@@ -1,17 +1,24 @@
 // `capstan up`: every component in one process, on the embedded store by default.
 //
-// What runs today: the store (with its compactor), leader election (trivially single-process on
-// the embedded store; a real fenced lease on etcd), the cluster adapter checked against every
-// engine, the manager's /healthz, /readyz and /metrics, and the orchestrator (its API and
-// controllers, installed exactly as `capstan orchestrator` installs them). Components join this
-// process as they are built (secrets, console, registry).
+// What runs: the store (with its compactor), leader election (trivially single-process on the
+// embedded store; a real fenced lease on etcd), the cluster adapter checked against every engine,
+// the manager's /healthz, /readyz and /metrics, the orchestrator (/api/podgroups, its controllers),
+// the console (/api/v1/...) and the secrets service (/v2/secrets, /v2/sys) with Secret-sync, each
+// installed exactly as its own command installs it. The three APIs share one address: their paths
+// do not overlap. The secrets service asks the console for roles over HTTP, as it does when they
+// are separate processes, so it is pointed at this process's own address.
 //
 // The leader key is the orchestrator's: `capstan up` and `capstan orchestrator` processes sharing
 // one etcd then elect a single leader between them, instead of both running the controllers.
+import { createServer } from "node:net";
+import { join } from "node:path";
 import { createLogger } from "../../runtime/log.ts";
+import { consoleSettings, installConsole } from "../console.ts";
+import { parseListenAddress } from "../listen.ts";
 import { orchestratorOptionDefs, orchestratorSettings } from "../orchestrator-options.ts";
 import { installOrchestrator, orchestratorLeaderKey } from "../orchestrator.ts";
-import { parseArgs, usage, type OptionDef } from "../options.ts";
+import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
+import { installSecrets } from "../secrets.ts";
 import { clusterOption, historyOption, serve, webOption } from "../serve.ts";
 
 const defs: OptionDef[] = [
@@ -19,6 +26,7 @@ const defs: OptionDef[] = [
   { name: "data", type: "string", help: "data directory of the embedded store", default: "./capstan-data" },
   { name: "store", type: "string", help: "store URL: sqlite://PATH or etcd://HOST:PORT[,HOST:PORT] (default sqlite://DATA/state.db)" },
   clusterOption,
+  { name: "admin-token-file", type: "string", help: "where the console writes the first admin token (default DATA/admin-token); CAPSTAN_ADMIN_TOKEN gives one instead" },
   historyOption,
   ...orchestratorOptionDefs,
 ];
@@ -26,21 +34,54 @@ const defs: OptionDef[] = [
 export async function run(argv: string[]): Promise<number> {
   const args = parseArgs(argv, defs);
   if (args.help) {
-    process.stdout.write(usage("up", "Runs every Capstan component in one process.", defs));
+    process.stdout.write(usage("up", "Runs every Capstan component in one process: orchestrator, console, secrets service.", defs));
     return 0;
   }
-  const o = args.options as { web: string; data: string; store?: string; cluster: string; history: number };
+  const o = args.options as { web: string; data: string; store?: string; cluster: string; history: number; "admin-token-file"?: string };
   const settings = orchestratorSettings(args.options);
+  const consoleConf = consoleSettings({ "admin-token-file": o["admin-token-file"] ?? join(o.data, "admin-token") });
+  let listen: { host: string; port: number };
+  try {
+    listen = parseListenAddress(o.web);
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  // The secrets service needs the console's URL before the server listens; with port 0 the port is
+  // chosen here (the kernel's pick, released and taken again a moment later by the server).
+  if (listen.port === 0) listen = { ...listen, port: await freePort(listen.host) };
+  const web = `${listen.host.includes(":") ? `[${listen.host}]` : listen.host}:${listen.port}`;
   return serve(
     {
       name: "capstan",
-      web: o.web,
+      web,
       storeUrl: o.store ?? `sqlite://${o.data}/state.db`,
       cluster: o.cluster,
       historyMs: o.history,
       leaderKey: orchestratorLeaderKey,
       log: createLogger("capstan"),
     },
-    (ctx) => installOrchestrator(ctx, settings),
+    async (ctx) => {
+      installOrchestrator(ctx, settings);
+      await installConsole(ctx, consoleConf);
+      installSecrets(ctx, { consoleUrl: selfUrl(listen) });
+    },
   );
+}
+
+/** This process's own address for a client on the same machine (a wildcard becomes loopback). */
+export function selfUrl(listen: { host: string; port: number }): string {
+  const host = listen.host === "0.0.0.0" || listen.host === "" ? "127.0.0.1" : listen.host === "::" ? "::1" : listen.host;
+  return `http://${host.includes(":") ? `[${host}]` : host}:${listen.port}`;
+}
+
+function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, host, () => {
+      const address = probe.address();
+      const port = typeof address === "object" && address !== null ? address.port : 0;
+      probe.close(() => resolve(port));
+    });
+  });
 }

@@ -1,0 +1,26 @@
+// `capstan console`: the console (apps, maintainers, access tokens, role checks) in one process.
+import { createLogger } from "../../runtime/log.ts";
+import { consoleLeaderKey, consoleOptionDefs, consoleSettings, installConsole } from "../console.ts";
+import { parseArgs, usage, type OptionDef } from "../options.ts";
+import { historyOption, serve, storeOption, webOption } from "../serve.ts";
+
+const defs: OptionDef[] = [{ ...webOption, default: ":9002" }, storeOption, ...consoleOptionDefs, historyOption];
+
+const summary = `Runs the console: apps and their maintainers, access tokens (stored as hashes) and the role
+check (/api/v1/repos/APP/roles/) the secrets service asks on every call. On first start with no
+admin token in the store it creates one and writes it to -admin-token-file (mode 0600), or
+registers CAPSTAN_ADMIN_TOKEN.`;
+
+export async function run(argv: string[]): Promise<number> {
+  const args = parseArgs(argv, defs);
+  if (args.help) {
+    process.stdout.write(`${usage("console", summary, defs)}\nexample:\n  capstan console -web 127.0.0.1:9002 -store etcd://127.0.0.1:2379 -admin-token-file /etc/capstan/admin-token\n`);
+    return 0;
+  }
+  const o = args.options as { web: string; store: string; history: number };
+  const settings = consoleSettings(args.options);
+  return serve(
+    { name: "console", web: o.web, storeUrl: o.store, historyMs: o.history, leaderKey: consoleLeaderKey, log: createLogger("console") },
+    (ctx) => installConsole(ctx, settings),
+  );
+}

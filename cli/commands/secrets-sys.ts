@@ -1,0 +1,99 @@
+// `capstan secrets init|unseal|seal|status [CLUSTER]`: the secrets service's seal life cycle
+// (issue 5). The service is found by -secrets URL, else the CLUSTER's saved secrets URL, else the
+// current cluster's, else http://127.0.0.1:9001.
+//
+// init prints the unseal key shares and the root token ONCE (the service keeps neither); unseal
+// reads a key share from -key or standard input (so it stays out of the shell history), seal needs
+// the root token.
+import { homedir } from "node:os";
+import { clusterFromConfig, configPath, defaultUrls, normaliseServer, readClientConfig } from "../client-config.ts";
+import { reportFailure } from "../failure.ts";
+import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
+import { SecretsClient } from "../secrets-client.ts";
+import { readSecretInput } from "../stdin.ts";
+
+const common: OptionDef[] = [
+  { name: "secrets", type: "string", help: "secrets service URL (else the cluster's from ~/.capstan/config.yaml)" },
+  { name: "request-timeout", type: "duration", help: "timeout of each HTTP request", default: "10s" },
+];
+const defs: Record<"init" | "unseal" | "seal" | "status", OptionDef[]> = {
+  init: [
+    { name: "shares", type: "int", help: "number of unseal key shares to make", default: 5 },
+    { name: "threshold", type: "int", help: "shares needed to unseal", default: 3 },
+    ...common,
+  ],
+  unseal: [{ name: "key", type: "string", help: "one unseal key share (else read from standard input)" }, ...common],
+  seal: [{ name: "token", type: "string", help: "the root token (else read from standard input)" }, ...common],
+  status: [...common],
+};
+const summaries = {
+  init: "Initializes the secrets service: makes the master key, splits it into key shares and prints\nthem and the root token once. Store them safely: they are not kept anywhere.",
+  unseal: "Gives one unseal key share; once -threshold shares are in, the service is unsealed.",
+  seal: "Seals the service: it forgets the master key and answers 503 until unsealed again.",
+  status: "Shows whether the service is initialized and sealed.",
+};
+
+export function isSysVerb(verb: string | undefined): verb is keyof typeof defs {
+  return verb === "init" || verb === "unseal" || verb === "seal" || verb === "status";
+}
+
+export async function run(verb: keyof typeof defs, argv: string[], home = homedir()): Promise<number> {
+  const args = parseArgs(argv, defs[verb]);
+  if (args.help) {
+    process.stdout.write(usage(`secrets ${verb}`, summaries[verb], defs[verb], "[CLUSTER]"));
+    return 0;
+  }
+  const [cluster, ...extra] = args.positionals;
+  if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`);
+  const o = args.options as Record<string, string | number | undefined>;
+  try {
+    const client = new SecretsClient({ server: serviceUrl(o.secrets as string | undefined, cluster, home), requestTimeoutMs: o["request-timeout"] as number });
+    switch (verb) {
+      case "init": {
+        const shares = o.shares as number;
+        const threshold = o.threshold as number;
+        if (shares < 1 || shares > 255) throw new UsageError(`-shares: ${shares} must be 1..255`);
+        if (threshold < 1 || threshold > shares) throw new UsageError(`-threshold: ${threshold} must be 1..${shares} (-shares)`);
+        const { keys, rootToken } = await client.init(shares, threshold);
+        const lines = keys.map((k, i) => `Unseal key ${i + 1}: ${k}`);
+        process.stdout.write(`${lines.join("\n")}\n\nRoot token: ${rootToken}\n`);
+        const sealed = (await client.status().catch(() => ({ sealed: true }))).sealed;
+        process.stderr.write(
+          `\nThe secrets service at ${client.server} is initialized${sealed ? "" : " and unsealed"}. The ${keys.length} key shares and the\n` +
+            `root token above are shown ONCE and kept nowhere: store them safely, apart from each other.\n` +
+            `${sealed ? "Unseal it now and" : "From now on,"} after every restart give ${threshold} of the shares to \`capstan secrets unseal\`.\n`,
+        );
+        return 0;
+      }
+      case "unseal": {
+        const key = (o.key as string | undefined) ?? (await readSecretInput("unseal key share: "));
+        if (key === "") throw new UsageError("the key is empty: give -key or type it on standard input");
+        const answer = await client.unseal(key);
+        process.stdout.write(answer.sealed ? `still sealed: ${answer.progress ?? "?"}${answer.threshold ? `/${answer.threshold}` : ""} shares given\n` : "unsealed\n");
+        return 0;
+      }
+      case "seal": {
+        const token = (o.token as string | undefined) ?? (await readSecretInput("root token: "));
+        if (token === "") throw new UsageError("the root token is empty: give -token or type it on standard input");
+        await new SecretsClient({ server: client.server, token, requestTimeoutMs: o["request-timeout"] as number }).seal();
+        process.stdout.write("sealed\n");
+        return 0;
+      }
+      case "status": {
+        const status = await client.status();
+        process.stdout.write(`${JSON.stringify(status, null, 2)}\n`);
+        return 0;
+      }
+    }
+  } catch (e) {
+    return reportFailure(`secrets ${verb}`, e);
+  }
+}
+
+function serviceUrl(option: string | undefined, cluster: string | undefined, home: string): string {
+  if (option !== undefined && option !== "") return normaliseServer(option, "-secrets");
+  if (cluster !== undefined) return clusterFromConfig(cluster, home).secrets;
+  const config = readClientConfig(configPath(home));
+  const current = config.current === undefined ? undefined : config.clusters[config.current];
+  return current?.secrets ?? defaultUrls.secrets;
+}

@@ -1,0 +1,41 @@
+// `capstan secrets`: the secrets service (/v2/secrets, /v2/sys) and the Secret-sync controller in
+// one process. `capstan secrets init|unseal|seal|status` are the client commands of its seal life
+// cycle (./secrets-sys.ts).
+import { createLogger } from "../../runtime/log.ts";
+import { normaliseServer } from "../client-config.ts";
+import { parseArgs, usage, type OptionDef } from "../options.ts";
+import { installSecrets, secretsLeaderKey } from "../secrets.ts";
+import { clusterOption, historyOption, serve, storeOption, webOption } from "../serve.ts";
+import { isSysVerb, run as runSys } from "./secrets-sys.ts";
+
+const defs: OptionDef[] = [
+  { ...webOption, default: ":9001" },
+  storeOption,
+  clusterOption,
+  { name: "console", type: "string", help: "console URL (it authorizes every call)", default: "http://127.0.0.1:9002" },
+  historyOption,
+];
+
+const summary = `Runs the secrets service and Secret-sync. It starts sealed (503 on /v2/secrets) until
+initialized once (capstan secrets init) and, after each restart, unsealed with enough key shares
+(capstan secrets unseal). Secret-sync installs each PodGroup's listed secret files into its
+containers (only while unsealed).
+
+client sub-commands: capstan secrets init|unseal|seal|status [CLUSTER]   (-h on each)`;
+
+export async function run(argv: string[]): Promise<number> {
+  if (isSysVerb(argv[0])) return runSys(argv[0], argv.slice(1));
+  const args = parseArgs(argv, defs);
+  if (args.help) {
+    process.stdout.write(
+      `${usage("secrets", summary, defs)}\nexample:\n  capstan secrets -web 127.0.0.1:9001 -store etcd://127.0.0.1:2379 -cluster n1=unix:///var/run/docker.sock -console http://127.0.0.1:9002\n`,
+    );
+    return 0;
+  }
+  const o = args.options as { web: string; store: string; cluster: string; console: string; history: number };
+  const consoleUrl = normaliseServer(o.console, "-console");
+  return serve(
+    { name: "secrets", web: o.web, storeUrl: o.store, cluster: o.cluster, historyMs: o.history, leaderKey: secretsLeaderKey, log: createLogger("secrets") },
+    (ctx) => installSecrets(ctx, { consoleUrl }),
+  );
+}

@@ -1,0 +1,45 @@
+// The console's assembly: its API (apps, maintainers, tokens, role checks) put on a process's
+// manager, after making sure an admin can log in (the first admin token). `capstan console` and
+// `capstan up` both install it through here.
+import { AdminTokenError, createConsoleApi, ensureAdminToken } from "../api/console/index.ts";
+import { UsageError, type OptionDef } from "./options.ts";
+import type { ServeContext } from "./serve.ts";
+
+/** The console's leader key. It runs no leader-only work today; the key keeps replicas apart. */
+export const consoleLeaderKey = "/platform/console/leader";
+
+export const consoleOptionDefs: OptionDef[] = [
+  {
+    name: "admin-token-file",
+    type: "string",
+    help: "where the first admin token is written (mode 0600) when the store holds none; CAPSTAN_ADMIN_TOKEN gives one instead",
+  },
+];
+
+export interface ConsoleSettings {
+  adminTokenFile?: string;
+  /** CAPSTAN_ADMIN_TOKEN: registered as an admin token (only its hash is stored). */
+  envToken?: string;
+}
+
+export function consoleSettings(options: Record<string, unknown>, env: Record<string, string | undefined> = process.env): ConsoleSettings {
+  const file = options["admin-token-file"];
+  const envToken = env.CAPSTAN_ADMIN_TOKEN;
+  return {
+    ...(typeof file === "string" && file !== "" ? { adminTokenFile: file } : {}),
+    ...(envToken !== undefined && envToken !== "" ? { envToken } : {}),
+  };
+}
+
+export async function installConsole(ctx: ServeContext, settings: ConsoleSettings): Promise<void> {
+  const { store, manager, log } = ctx;
+  try {
+    const { created } = await ensureAdminToken({ store, adminTokenFile: settings.adminTokenFile, envToken: settings.envToken });
+    // The token itself is never logged: only where it went.
+    if (created) log.info(settings.envToken !== undefined ? { from: "CAPSTAN_ADMIN_TOKEN" } : { file: settings.adminTokenFile }, "admin token created");
+  } catch (e) {
+    if (e instanceof AdminTokenError) throw new UsageError(e.message);
+    throw e;
+  }
+  manager.app.route("/", createConsoleApi({ store, log }));
+}
