@@ -22,7 +22,10 @@ export class NodeView {
   /** Node resources, at most ttlMs old; the state is overridden by the event streams' view. */
   async get(signal: AbortSignal): Promise<NodeResources[]> {
     const c = this.cached;
-    if (c && this.clock.now() - c.at < this.ttlMs) return this.withStreamState(c.nodes);
+    // A node the last answer had as unreachable but whose stream is back has no resources in
+    // that answer: ask again rather than leave it out of placement for the rest of the TTL.
+    const stale = c?.nodes.some((n) => n.state !== "ready" && this.reachable(n.name));
+    if (c && !stale && this.clock.now() - c.at < this.ttlMs) return this.withStreamState(c.nodes);
     // One call in flight for everyone; its own deadline bounds it, each caller's signal its wait.
     this.inflight ??= withDeadline(this.cluster.nodes(), this.callTimeoutMs, this.clock, "list nodes")
       .then((nodes) => {

@@ -85,7 +85,8 @@ describe("unreachable node", () => {
   it("a removal waits for the node to confirm, then finishes", async () => {
     const name = h.name("rmdown");
     await h.put(groupSpec(name, { numInstances: 2 }));
-    await h.converged(name, 2, 1);
+    const before = await h.converged(name, 2, 1);
+    expect(before.map((a) => a.c.node).sort()).toEqual(["n1", "n2"]);
     await cutProxy();
     await h.until("n2 unreachable", async () => (await h.status(name))?.pods.some((p) => p.lastError.includes("unreachable")), 15_000);
 
