@@ -175,8 +175,7 @@ function unsealSource(vault: SyncVault, specs: Informer<SpecEntry>): Source {
     name: "vault:secretsync",
     start(enqueue) {
       unregister?.();
-      unregister = vault.onSealChange((sealed) => {
-        if (sealed) return;
+      unregister = vault.onUnseal(() => {
         for (const e of specs.list()) if (listsSecrets(e)) enqueue(groupKey(e.name));
       });
     },

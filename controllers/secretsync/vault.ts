@@ -1,6 +1,6 @@
 // What Secret-sync needs of the secrets service, stated structurally so that this controller does
 // not import api/secrets (controllers meet other components only through the store and the
-// interfaces they are handed). api/secrets' vault and readSecrets satisfy these as they are.
+// interfaces they are handed). api/secrets' Vault and readSecrets satisfy these as they are.
 
 /** One decrypted secret record, as GET /v2/secrets answers it (only the fields used here). */
 export interface SecretFileRecord {
@@ -14,8 +14,11 @@ export interface SecretFileRecord {
 export interface SyncVault {
   /** True while the master key is not in memory: nothing can be decrypted, so nothing is installed. */
   sealed(): boolean;
-  /** Calls `listener` after every seal and unseal; returns the function that unregisters it. */
-  onSealChange(listener: (sealed: boolean) => void): () => void;
+  /**
+   * Calls `listener` after every unseal; returns the function that unregisters it. A seal needs no
+   * notification: every reconcile checks sealed() first.
+   */
+  onUnseal(listener: () => void): () => void;
 }
 
 /** The decrypted records of one proc (`<app>.<type>.<proc_name>`) of `app`. */

@@ -1,4 +1,4 @@
-// Secret-sync against the shared etcd and the real engines: files land in created and running
+// Secret-sync with the real secrets vault on a private etcd and the real engines: files land in created and running
 // containers with root ownership and the stored mode and content; a secret change reaches a running
 // container; a missing secret and a sealed vault are handled; markers follow their containers.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -106,20 +106,20 @@ describe("secret-sync", () => {
 
   it("installs nothing while the vault is sealed, and everything pending once it is unsealed", async () => {
     const proc = h.proc("sealed");
-    h.vault.seal();
+    await h.putSecret(proc, "s.txt", "sealed-content", "444"); // written before: a sealed service takes no writes
+    await h.seal();
     try {
-      await h.putSecret(proc, "s.txt", "sealed-content", "444");
       await h.putSpec(proc, [["s.txt"]]);
       const ref = await h.container(proc);
       await new Promise((r) => setTimeout(r, 1_500));
       expect(await h.marker(ref.id)).toBeUndefined();
       expect(await readFileOf(ref, "/platform/app/s.txt")).toBeUndefined();
 
-      h.vault.unseal();
+      await h.unseal();
       await h.until("marker after unseal", () => h.marker(ref.id), 5_000);
       expect(await readFileOf(ref, "/platform/app/s.txt")).toEqual({ uid: 0, gid: 0, mode: 0o444, content: "sealed-content" });
     } finally {
-      h.vault.unseal();
+      await h.unseal();
     }
   });
 

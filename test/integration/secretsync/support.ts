@@ -1,55 +1,35 @@
-// Harness of the Secret-sync integration tests: the shared etcd (keys under a unique root), both
-// real engines, a Manager with a single-process elector (marker writes fenced as in production),
-// and a vault. Containers are made with the cluster adapter, labelled as the PodGroup controller
-// labels them; PodGroup specs are written to the store the way the API stores them. Assertions
-// read the containers' real filesystems: an archive read (works on created containers) and
-// `docker exec` through the engine socket (running ones).
+// Harness of the Secret-sync integration tests: a PRIVATE real etcd (the vault's seal keys under
+// /platform/secrets/_sys/ are global, so the shared etcd must not be initialized), both real
+// engines, the real secrets service's Vault (initialized and unsealed here) with its own
+// readSecrets, and a Manager with a single-process elector (marker writes fenced as in
+// production). The store is private, so the controller runs with its default key layout.
+// Containers are made with the cluster adapter, labelled as the PodGroup controller labels them;
+// PodGroup specs are written to the store the way the API stores them. Assertions read the
+// containers' real filesystems: an archive read (works on created containers) and `docker exec`
+// through the engine socket (running ones).
 import Docker from "dockerode";
 import { extract } from "tar-stream";
 import { Readable } from "node:stream";
 import { DockerCluster, type ContainerRef } from "../../../adapters/cluster/index.ts";
 import { EtcdStore } from "../../../adapters/store/etcd.ts";
 import { fencedStore } from "../../../adapters/store/fenced.ts";
-import type { Store } from "../../../adapters/store/store.ts";
-import { createSecretSyncController, type Marker, type SecretFileRecord, type SecretSyncController, type SyncVault } from "../../../controllers/secretsync/index.ts";
+import { createSecretsService, readSecrets, secretKey, type Vault } from "../../../api/secrets/index.ts";
+import { createSecretSyncController, defaultMarkerPrefix, type Marker, type SecretSyncController } from "../../../controllers/secretsync/index.ts";
 import { SingleProcessElector } from "../../../runtime/leaderelection.ts";
 import { Manager } from "../../../runtime/manager.ts";
+import { startEtcd, type EtcdProcess } from "../../helpers/etcd-process.ts";
 import { loadServices, socketPath, uniqueName } from "../../helpers/services.ts";
 
 export const services = loadServices();
 
-/**
- * Stands in for api/secrets' vault: same seal semantics and notifications, records kept in the
- * store as plain JSON under the harness's own secrets prefix (encryption is not what is tested here).
- */
-export class PlainVault implements SyncVault {
-  private isSealed = false;
-  private readonly listeners = new Set<(sealed: boolean) => void>();
-  sealed(): boolean {
-    return this.isSealed;
-  }
-  seal(): void {
-    this.isSealed = true;
-    for (const l of this.listeners) l(true);
-  }
-  unseal(): void {
-    this.isSealed = false;
-    for (const l of this.listeners) l(false);
-  }
-  onSealChange(listener: (sealed: boolean) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
-  }
-}
+const podGroupPrefix = "/platform/orchestrator/podgroups/";
 
 export class Harness {
-  readonly root = `/capstan-test/${uniqueName("ss")}/`;
-  readonly podGroupPrefix = `${this.root}orchestrator/podgroups/`;
-  readonly secretsPrefix = `${this.root}secrets/`;
-  readonly markerPrefix = `${this.root}secret-sync/installed/`;
-  readonly store = new EtcdStore({ endpoints: services.etcdEndpoints });
+  private etcd: EtcdProcess | undefined;
+  private storeOrNull: EtcdStore | undefined;
   readonly cluster = DockerCluster.fromSpec(services.cluster);
-  readonly vault = new PlainVault();
+  private vaultOrNull: Vault | undefined;
+  private unsealKey = "";
   /** Every container this harness makes carries this label (cleanup finds them by it). */
   readonly testLabel = uniqueName("sst");
   /** putArchive calls the controller made (idempotence checks). */
@@ -57,8 +37,27 @@ export class Harness {
   private manager: Manager | undefined;
   ss: SecretSyncController | undefined;
 
+  get store(): EtcdStore {
+    if (!this.storeOrNull) throw new Error("harness not started");
+    return this.storeOrNull;
+  }
+
+  get vault(): Vault {
+    if (!this.vaultOrNull) throw new Error("harness not started");
+    return this.vaultOrNull;
+  }
+
   async start(): Promise<void> {
-    const elector = new SingleProcessElector({ store: this.store, key: `${this.root}leader`, identity: "harness" });
+    this.etcd = await startEtcd();
+    this.storeOrNull = new EtcdStore({ endpoints: [this.etcd.endpoint] });
+    // The console is never called: secrets are written through the vault, as PUT does after authorizing.
+    const service = createSecretsService({ store: this.store, consoleUrl: "http://127.0.0.1:9" });
+    this.vaultOrNull = service.vault;
+    const { keys } = await this.vault.init(1, 1);
+    this.unsealKey = keys[0]!;
+    await this.vault.unseal(this.unsealKey);
+
+    const elector = new SingleProcessElector({ store: this.store, key: "/platform/secrets/leader-test", identity: "harness" });
     const manager = new Manager({ name: "secretsync-test", elector, gracefulShutdownMs: 10_000 });
     const cluster = this.cluster;
     // The real cluster, counting uploads.
@@ -74,19 +73,11 @@ export class Harness {
         return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
       },
     });
-    const secretsPrefix = this.secretsPrefix;
     this.ss = createSecretSyncController({
       store: fencedStore(this.store, () => elector.fence()),
       cluster: counting,
       vault: this.vault,
-      readSecrets: async (store: Store, vault: PlainVault, app: string, proc: string): Promise<SecretFileRecord[]> => {
-        if (vault.sealed()) throw new Error("sealed");
-        const page = await store.list(`${secretsPrefix}${app}/${proc}/`);
-        return page.items.map((kv) => JSON.parse(kv.value) as SecretFileRecord);
-      },
-      podGroupPrefix: this.podGroupPrefix,
-      secretsPrefix: this.secretsPrefix,
-      markerPrefix: this.markerPrefix,
+      readSecrets,
       registry: manager.registry,
     });
     for (const i of this.ss.informers) manager.addInformer(i);
@@ -96,12 +87,20 @@ export class Harness {
     this.manager = manager;
   }
 
+  async seal(): Promise<void> {
+    await this.vault.seal();
+  }
+
+  async unseal(): Promise<void> {
+    if (this.vault.sealed()) await this.vault.unseal(this.unsealKey);
+  }
+
   async cleanup(): Promise<void> {
     await this.manager?.stop();
     const mine = await this.cluster.listContainers(undefined, { all: true, filters: { label: [`io.capstan.test=${this.testLabel}`] } });
     await Promise.all(mine.map((c) => this.cluster.remove(c, { force: true }).catch(() => undefined)));
-    await this.store.deletePrefix(this.root);
-    await this.store.close();
+    await this.storeOrNull?.close();
+    await this.etcd?.stop();
   }
 
   /** A proc name `<app>.web.web` with a unique app. */
@@ -126,13 +125,13 @@ export class Harness {
       createdAt: now,
       updatedAt: now,
     };
-    await this.store.put(`${this.podGroupPrefix}${name}`, JSON.stringify(spec));
+    await this.store.put(`${podGroupPrefix}${name}`, JSON.stringify(spec));
   }
 
+  /** What PUT /v2/secrets stores once it has authorized the caller: the encrypted record. */
   async putSecret(proc: string, path: string, content: string, mode = "400"): Promise<void> {
     const app = proc.slice(0, proc.indexOf("."));
-    const record = { path, content, owner: "root", group: "root", mode, proc };
-    await this.store.put(`${this.secretsPrefix}${app}/${proc}/${encodeURIComponent(path)}`, JSON.stringify(record));
+    await this.store.put(secretKey(app, proc, path), this.vault.encrypt(app, proc, path, { content, owner: "root", group: "root", mode }));
   }
 
   /** A container labelled as instance 0 of `group` (container index `index`), created, not started. */
@@ -155,7 +154,7 @@ export class Harness {
   }
 
   async marker(containerId: string): Promise<Marker | undefined> {
-    const kv = await this.store.get(`${this.markerPrefix}${containerId}`);
+    const kv = await this.store.get(`${defaultMarkerPrefix}${containerId}`);
     return kv ? (JSON.parse(kv.value) as Marker) : undefined;
   }
 
