@@ -7,7 +7,7 @@
 // fenced store. It installs nothing while the vault is sealed, and resumes when it is unsealed.
 import { fencedStore } from "../adapters/store/fenced.ts";
 import { createSecretsService, readSecrets } from "../api/secrets/index.ts";
-import { createSecretSyncController, type SyncVault } from "../controllers/secretsync/index.ts";
+import { createSecretSyncController } from "../controllers/secretsync/index.ts";
 import type { ServeContext } from "./serve.ts";
 
 /** Secret-sync's leader key (outside /platform/secrets/, which holds only records). */
@@ -25,23 +25,11 @@ export function installSecrets(ctx: ServeContext, settings: SecretsSettings): vo
   const { app, vault } = createSecretsService({ store, consoleUrl: settings.consoleUrl, log });
   manager.app.route("/", app);
 
-  // The vault tells seal and unseal apart through two subscriptions; Secret-sync takes one.
-  const syncVault: SyncVault = {
-    sealed: () => vault.sealed(),
-    onSealChange(listener) {
-      const offUnseal = vault.onUnseal(() => listener(false));
-      const offSeal = vault.onSeal(() => listener(true));
-      return () => {
-        offUnseal();
-        offSeal();
-      };
-    },
-  };
   const sync = createSecretSyncController({
     store: fencedStore(store, () => elector.fence()),
     cluster,
-    vault: syncVault,
-    readSecrets: (s, _v, app, proc) => readSecrets(s, vault, app, proc),
+    vault,
+    readSecrets,
     log,
     registry,
   });
