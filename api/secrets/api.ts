@@ -23,7 +23,7 @@ import { tokenHeader } from "../console/authenticate.ts";
 import { badRequest, readJsonBody } from "../http/index.ts";
 import { ConsoleAuthorizer, type SecretsRole } from "./authorize.ts";
 import { parseAddressQuery, parseGetQuery, readBodyText, recordFromBody } from "./params.ts";
-import { readSecrets, SecretIntegrityError } from "./read.ts";
+import { readSecret, readSecrets, SecretIntegrityError } from "./read.ts";
 import { secretKey } from "./record.ts";
 import { SealedError, Vault, VaultStateError } from "./vault.ts";
 
@@ -109,7 +109,8 @@ export function createSecretsService(opts: SecretsServiceOptions): SecretsServic
     const token = admit(c);
     const q = parseGetQuery(c);
     await authorize(token, q.app, false);
-    const entries = await readSecrets(store, vault, q.app, q.proc);
+    // One address given in full is one key read; otherwise a range read of the app or the proc.
+    const entries = q.proc !== undefined && q.path !== undefined ? await readSecret(store, vault, q.app, q.proc, q.path) : await readSecrets(store, vault, q.app, q.proc);
     const shown = entries
       .filter((e) => q.path === undefined || e.path === q.path)
       .map((e) => ({ path: e.path, content: e.content, owner: e.owner, group: e.group, mode: e.mode, proc: e.proc }));

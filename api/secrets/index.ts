@@ -4,6 +4,6 @@
 export { createSecretsService, type SecretsService, type SecretsServiceOptions } from "./api.ts";
 export { ConsoleAuthorizer, type SecretsRole } from "./authorize.ts";
 export { DecryptError } from "./crypto.ts";
-export { readSecrets, SecretIntegrityError, type SecretEntry } from "./read.ts";
+export { readSecret, readSecrets, SecretIntegrityError, type SecretEntry } from "./read.ts";
 export { aadOf, appSecretsPrefix, parseSecretKey, procSecretsPrefix, secretKey, secretsPrefix, sysKeys, sysPrefix, type SecretRecord } from "./record.ts";
 export { SealedError, Vault, VaultStateError, type SealConfig, type VaultStatus } from "./vault.ts";

@@ -90,7 +90,11 @@ export function recordFromBody(text: string): SecretRecord {
 /** The body as UTF-8 text, at most 1 MiB (400 beyond, the rest unread). */
 export async function readBodyText(c: Context): Promise<string> {
   const tooLarge = () => badRequest(`request body exceeds 1 MiB`, [{ path: "body", message: `larger than ${maxBodyBytes} bytes` }]);
-  if (Number(c.req.header("content-length") ?? NaN) > maxBodyBytes) throw tooLarge();
+  const declared = Number(c.req.header("content-length") ?? NaN);
+  if (declared > maxBodyBytes) throw tooLarge();
+  // A declared length within the limit is what the HTTP parser will deliver, no more: read it in
+  // one go (the server's fast path). Without one (chunked), count while streaming.
+  if (Number.isSafeInteger(declared)) return decodeUtf8(new Uint8Array(await c.req.raw.arrayBuffer()));
   const body = c.req.raw.body;
   const chunks: Uint8Array[] = [];
   let size = 0;
@@ -111,8 +115,12 @@ export async function readBodyText(c: Context): Promise<string> {
       reader.releaseLock();
     }
   }
+  return decodeUtf8(Buffer.concat(chunks));
+}
+
+function decodeUtf8(bytes: Uint8Array): string {
   try {
-    return new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(chunks));
+    return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
   } catch {
     throw badRequest("request body is not valid UTF-8 text", [{ path: "body", message: "not valid UTF-8" }]);
   }

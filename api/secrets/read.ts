@@ -3,7 +3,7 @@
 // reads the store directly instead of calling itself over HTTP.
 import type { Store } from "../../adapters/store/store.ts";
 import { DecryptError } from "./crypto.ts";
-import { appSecretsPrefix, parseSecretKey, procSecretsPrefix, type SecretRecord } from "./record.ts";
+import { appSecretsPrefix, parseSecretKey, procSecretsPrefix, secretKey, type SecretRecord } from "./record.ts";
 import type { Vault } from "./vault.ts";
 
 export interface SecretEntry extends SecretRecord {
@@ -31,6 +31,22 @@ export class SecretIntegrityError extends Error {
   }
 }
 
+/** The record at one address, as a list of zero or one entries. Throws SealedError when sealed. */
+export async function readSecret(store: Store, vault: Vault, app: string, proc: string, path: string): Promise<SecretEntry[]> {
+  const kv = await store.get(secretKey(app, proc, path));
+  if (kv === null) return [];
+  return [decryptEntry(vault, { app, proc, path }, kv.value, kv.modRevision)];
+}
+
+function decryptEntry(vault: Vault, address: { app: string; proc: string; path: string }, value: string, modRevision: number): SecretEntry {
+  try {
+    return { ...address, ...vault.decrypt(address.app, address.proc, address.path, value), modRevision };
+  } catch (e) {
+    if (e instanceof DecryptError) throw new SecretIntegrityError(address.app, address.proc, address.path);
+    throw e;
+  }
+}
+
 /** Every record of `app` (or of one proc), sorted by proc then path. Throws SealedError when sealed. */
 export async function readSecrets(store: Store, vault: Vault, app: string, proc?: string): Promise<SecretEntry[]> {
   const { items } = await store.list(proc === undefined ? appSecretsPrefix(app) : procSecretsPrefix(app, proc));
@@ -38,12 +54,7 @@ export async function readSecrets(store: Store, vault: Vault, app: string, proc?
   for (const kv of items) {
     const address = parseSecretKey(kv.key);
     if (address === null || address.app !== app) continue;
-    try {
-      entries.push({ ...address, ...vault.decrypt(address.app, address.proc, address.path, kv.value), modRevision: kv.modRevision });
-    } catch (e) {
-      if (e instanceof DecryptError) throw new SecretIntegrityError(address.app, address.proc, address.path);
-      throw e;
-    }
+    entries.push(decryptEntry(vault, address, kv.value, kv.modRevision));
   }
   return entries.sort((a, b) => (a.proc === b.proc ? (a.path < b.path ? -1 : a.path > b.path ? 1 : 0) : a.proc < b.proc ? -1 : 1));
 }

@@ -6,6 +6,7 @@
 // (no plaintext in the store), the address binding (a copied value does not decrypt), and no
 // secret, token or key in any log line of the run.
 import { randomBytes } from "node:crypto";
+import { request as httpRequest } from "node:http";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EtcdStore } from "../../../adapters/store/etcd.ts";
@@ -294,6 +295,47 @@ describe("secrets", () => {
       expect(a.body.details!.map((d) => d.path)).toContain(c.field);
       expect(await store.revision()).toBe(before);
       expect(await store.get(secretKey(appA, procA, "p"))).toBeNull();
+    });
+
+    it("refuses a chunked body over 1 MiB (no content-length) with 400", async () => {
+      const before = await store.revision();
+      // node:http on a connection of its own: the server answers before reading the whole body and
+      // then closes that connection, which must not be one a later test's fetch would reuse.
+      const answer = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+        const req = httpRequest(`${served.base}${q({ app: appA, proc: procA, path: "p" })}`, { method: "PUT", agent: false, headers: { "access-token": tokens.alice! } }, (res) => {
+          let text = "";
+          res.on("data", (c: Buffer) => (text += c.toString()));
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+        });
+        req.on("error", (e: NodeJS.ErrnoException) => (e.code === "EPIPE" || e.code === "ECONNRESET" ? undefined : reject(e)));
+        const chunk = Buffer.alloc(256 * 1024, 0x61);
+        for (let i = 0; i < 5; i++) req.write(chunk);
+        req.end();
+      });
+      expect(answer.status).toBe(400);
+      expect(answer.text).toMatch(/exceeds 1 MiB/);
+      expect(await store.revision()).toBe(before);
+    });
+
+    it("accepts a chunked body within 1 MiB", async () => {
+      const content = secret("chunked");
+      const stream = new ReadableStream<Uint8Array>({
+        start(controller) {
+          controller.enqueue(new TextEncoder().encode(content));
+          controller.close();
+        },
+      });
+      const res = await fetch(`${served.base}${q({ app: appA, proc: procA, path: "chunked" })}`, {
+        method: "PUT",
+        headers: { "access-token": tokens.alice! },
+        body: stream,
+        duplex: "half",
+        signal: AbortSignal.timeout(10_000),
+      } as RequestInit);
+      expect(res.status).toBe(200);
+      const got = await api("GET", q({ app: appA, proc: procA, path: "chunked" }), { token: tokens.alice });
+      expect((got.body as unknown as { content: string }[])[0]!.content).toBe(content);
+      expect((await api("DELETE", q({ app: appA, proc: procA, path: "chunked" }), { token: tokens.alice })).body.deleted).toBe(true);
     });
 
     it("authenticates before validating: no token is 401 even for bad input", async () => {
