@@ -1,0 +1,37 @@
+// Argument checks of the issue-5 client commands: each bad command line is a UsageError (exit code
+// 2 from main) that says what is wrong, raised before any request is made or file is read.
+import { describe, expect, it } from "vitest";
+import { run as apps } from "../../../cli/commands/apps.ts";
+import { run as deploy } from "../../../cli/commands/deploy.ts";
+import { run as secret } from "../../../cli/commands/secret.ts";
+import { run as secrets } from "../../../cli/commands/secrets.ts";
+import { run as tokens } from "../../../cli/commands/tokens.ts";
+import { UsageError } from "../../../cli/options.ts";
+
+describe("issue-5 command lines", () => {
+  it.each([
+    ["secret", secret, ["show2"], 'unknown sub-command "show2": use add, view or delete'],
+    ["secret", secret, ["add", "prod", "hello.web.web"], "PATH is required, e.g. capstan secret add prod hello.web.web config.yaml -c VALUE"],
+    ["secret", secret, ["add", "prod", "hello.web.web", "p"], "give the content with exactly one of -c CONTENT or -f FILE"],
+    ["secret", secret, ["add", "prod", "hello.web.web", "p", "-c", "x", "-f", "y"], "give the content with exactly one of -c CONTENT or -f FILE"],
+    ["secret", secret, ["add", "prod", "hello.web.web", "p", "-c", "x", "-mode", "644x"], '-mode: "644x" is not an octal file mode like 400 or 0640'],
+    ["secret", secret, ["add", "prod", "hello", "p", "-c", "x"], 'proc "hello" must be <app>.<type>.<proc_name>, e.g. hello.web.web'],
+    ["secret", secret, ["view", "prod"], "PROC is required, e.g. capstan secret view prod hello.web.web"],
+    ["secret", secret, ["view", "prod", "hello.web.web", "-o", "yaml"], '-output: "yaml" is not table or json'],
+    ["secret", secret, ["delete", "prod", "hello.web.web", "p", "extra"], 'unexpected argument "extra"'],
+    ["deploy", deploy, [], "CLUSTER is required, e.g. capstan deploy prod -f app.yaml -image hello:1"],
+    ["deploy", deploy, ["prod", "-f", "app.yaml"], "-image IMAGE is required"],
+    ["deploy", deploy, ["prod", "-image", "i", "-instances", "1001"], "-instances: 1001 must be 0..1000"],
+    ["apps", apps, ["add", "prod", "hello"], "at least one -maintainer E-MAIL is required"],
+    ["apps", apps, ["add", "prod", "hello", "-maintainer"], "option -maintainer needs a value"],
+    ["apps", apps, ["remove"], 'unknown sub-command "remove": use add or list'],
+    ["tokens", tokens, ["create", "prod"], "-user is required"],
+    ["tokens", tokens, ["create", "prod", "-user", "a@b.c", "-role", "root"], '-role: "root" is not user, sync or admin'],
+    ["secrets", secrets, ["init", "-shares", "2", "-threshold", "3"], "-threshold: 3 must be 1..2 (-shares)"],
+    ["secrets", secrets, ["init", "-shares", "0"], "-shares: 0 must be 1..255"],
+    ["secrets", secrets, ["status", "a", "b"], 'unexpected argument "b"'],
+    ["secrets", secrets, ["-web", "127.0.0.1:0", "-console", "ftp://x"], '-console: "ftp://x" must be an http:// or https:// URL'],
+  ] as const)("%s %j: %s", async (_name, command, argv, message) => {
+    await expect(command([...argv])).rejects.toThrow(new UsageError(message));
+  });
+});
