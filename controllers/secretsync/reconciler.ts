@@ -138,6 +138,7 @@ export class SecretSyncReconciler {
       // retrying cannot help until the spec or the secret changes, so say why in the marker.
       if (!refusedArchive(err)) throw err;
       const error = `secret files of ${name} cannot be installed: ${err.message}`;
+      ctx.log.warn({ container: c.id, node: c.node, error }, "the engine refused the secret files");
       if (!markerHasError(current, name, error)) await this.writeMarker(c, { podGroup: name, files: [], error }, ctx);
       return;
     }

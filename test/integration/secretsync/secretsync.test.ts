@@ -3,9 +3,17 @@
 // container; a missing secret and a sealed vault are handled; markers follow their containers.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { digestOf } from "../../../controllers/secretsync/index.ts";
+import { NotFoundError } from "../../../adapters/cluster/index.ts";
+import { buildTar } from "../../../adapters/cluster/archive.ts";
 import { Harness, exec, readFileOf } from "./support.ts";
 
 const h = new Harness();
+/** Every secret content the tests write: none may appear in a log line. */
+const contents: string[] = [];
+const putSecret = async (proc: string, path: string, content: string, mode?: string) => {
+  contents.push(content);
+  await h.putSecret(proc, path, content, mode);
+};
 
 beforeAll(async () => {
   await h.start();
@@ -18,9 +26,9 @@ afterAll(async () => {
 describe("secret-sync", () => {
   it("installs the listed files into a created container before it starts; relative paths under /platform/app", async () => {
     const proc = h.proc("created");
-    await h.putSecret(proc, "config/app.yaml", "db: secret-1\n", "440");
-    await h.putSecret(proc, "/etc/capstan/token", "tok-1", "400");
-    await h.putSecret(proc, "unlisted.txt", "never installed");
+    await putSecret(proc, "config/app.yaml", "db: secret-1\n", "440");
+    await putSecret(proc, "/etc/capstan/token", "tok-1", "400");
+    await putSecret(proc, "unlisted.txt", "never installed");
     await h.putSpec(proc, [["config/app.yaml", "/etc/capstan/token"]]);
     const ref = await h.container(proc);
 
@@ -46,44 +54,44 @@ describe("secret-sync", () => {
     const proc = h.proc("running");
     const ref = await h.container(proc, "n2");
     await h.cluster.start(ref);
-    await h.putSecret(proc, "app.env", "A=1\n", "600");
+    await putSecret(proc, "app.env", "A=1\n", "600");
     await h.putSpec(proc, [["app.env"]]);
     await h.until("first install", async () => (await h.marker(ref.id))?.files[0]?.digest === digestOf("A=1\n", "600"));
     expect(await exec(ref, "stat -c '%u %g %a' /platform/app/app.env; cat /platform/app/app.env")).toBe("0 0 600\nA=1\n");
 
     const changedAt = Date.now();
-    await h.putSecret(proc, "app.env", "A=2\n", "600");
+    await putSecret(proc, "app.env", "A=2\n", "600");
     await h.until("changed file in the running container", async () => (await exec(ref, "cat /platform/app/app.env")) === "A=2\n", 10_000);
     expect(Date.now() - changedAt).toBeLessThan(5_000);
     await h.until("marker digest follows", async () => (await h.marker(ref.id))?.files[0]?.digest === digestOf("A=2\n", "600"));
 
     // A mode-only change reinstalls too.
-    await h.putSecret(proc, "app.env", "A=2\n", "400");
+    await putSecret(proc, "app.env", "A=2\n", "400");
     await h.until("mode follows", async () => (await exec(ref, "stat -c '%a' /platform/app/app.env")) === "400\n");
 
     // Level-triggered but idempotent: events that change nothing (a spec rewrite, a container
     // stop/start) upload nothing.
     await h.until("marker settles", async () => (await h.marker(ref.id))?.files[0]?.digest === digestOf("A=2\n", "400"));
-    const before = h.uploads;
+    const before = h.uploads(ref.id);
     const at = (await h.marker(ref.id))?.at;
     await h.putSpec(proc, [["app.env"]]);
     await h.cluster.stop(ref, { timeoutSeconds: 0 });
     await h.cluster.start(ref);
     await new Promise((r) => setTimeout(r, 1_500));
-    expect(h.uploads).toBe(before);
+    expect(h.uploads(ref.id)).toBe(before);
     expect((await h.marker(ref.id))?.at).toBe(at);
   });
 
   it("writes an error marker and installs nothing when a listed secret is not written; installs once it is", async () => {
     const proc = h.proc("missing");
-    await h.putSecret(proc, "present.txt", "here");
+    await putSecret(proc, "present.txt", "here");
     await h.putSpec(proc, [["present.txt", "absent.yaml"]]);
     const ref = await h.container(proc);
     const marker = await h.until("error marker", () => h.marker(ref.id));
     expect(marker).toMatchObject({ podGroup: proc, files: [], error: `secret file absent.yaml is not written for ${proc}` });
     expect(await readFileOf(ref, "/platform/app/present.txt")).toBeUndefined();
 
-    await h.putSecret(proc, "absent.yaml", "now: written\n");
+    await putSecret(proc, "absent.yaml", "now: written\n");
     const fixed = await h.until("marker without error", async () => {
       const m = await h.marker(ref.id);
       return m && m.error === undefined ? m : undefined;
@@ -94,7 +102,7 @@ describe("secret-sync", () => {
 
   it("never replaces a directory of the image with a secret file: error marker, directory intact", async () => {
     const proc = h.proc("dir");
-    await h.putSecret(proc, "/etc", "not a directory");
+    await putSecret(proc, "/etc", "not a directory");
     await h.putSpec(proc, [["/etc"]]);
     const ref = await h.container(proc);
     const marker = await h.until("error marker", () => h.marker(ref.id));
@@ -106,7 +114,7 @@ describe("secret-sync", () => {
 
   it("installs nothing while the vault is sealed, and everything pending once it is unsealed", async () => {
     const proc = h.proc("sealed");
-    await h.putSecret(proc, "s.txt", "sealed-content", "444"); // written before: a sealed service takes no writes
+    await putSecret(proc, "s.txt", "sealed-content", "444"); // written before: a sealed service takes no writes
     await h.seal();
     try {
       await h.putSpec(proc, [["s.txt"]]);
@@ -125,8 +133,8 @@ describe("secret-sync", () => {
 
   it("installs per container index, and deletes the marker of a removed container", async () => {
     const proc = h.proc("gc");
-    await h.putSecret(proc, "first", "1");
-    await h.putSecret(proc, "second", "2");
+    await putSecret(proc, "first", "1");
+    await putSecret(proc, "second", "2");
     await h.putSpec(proc, [["first"], ["second"]]);
     const c0 = await h.container(proc, "n1", 0);
     const c1 = await h.container(proc, "n1", 1);
@@ -139,5 +147,41 @@ describe("secret-sync", () => {
     await h.cluster.remove(c0, { force: true });
     await h.until("marker of the removed container deleted", async () => (await h.marker(c0.id)) === undefined, 10_000);
     expect(await h.marker(c1.id)).toBeDefined();
+  });
+  it("after a restart, a new controller finds every marker current and uploads nothing", async () => {
+    const proc = h.proc("restart");
+    await putSecret(proc, "r.txt", "restart-content-7d1");
+    await h.putSpec(proc, [["r.txt"]]);
+    const ref = await h.container(proc);
+    await h.cluster.start(ref);
+    const before = await h.until("marker", () => h.marker(ref.id));
+    await h.stopController();
+    const uploads = h.uploads(ref.id);
+    expect(uploads).toBeGreaterThan(0);
+    await h.startController();
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(h.uploads(ref.id)).toBe(uploads);
+    expect((await h.marker(ref.id))?.at).toBe(before.at);
+    // ...and it still acts on a change.
+    await putSecret(proc, "r.txt", "restart-content-8e2");
+    await h.until("change after restart", async () => (await exec(ref, "cat /platform/app/r.txt")) === "restart-content-8e2", 10_000);
+  });
+
+  it("putArchive: a missing container is NotFoundError; an aborted call rejects with the reason", async () => {
+    const tar = await buildTar([{ path: "/x", content: "x", mode: 0o400, uid: 0, gid: 0 }]);
+    await expect(h.cluster.putArchive({ node: "n1", id: "no-such-container-ss" }, "/", tar)).rejects.toBeInstanceOf(NotFoundError);
+    const proc = h.proc("abort");
+    const ref = await h.container(proc);
+    const reason = new Error("stop now");
+    await expect(h.cluster.putArchive(ref, "/", tar, { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+  });
+
+  it("logged no secret content", () => {
+    expect(h.logLines.length).toBeGreaterThan(0);
+    expect(h.logLines.join("\n")).toContain("secret files installed");
+    // Contents of 8+ characters cannot occur in a log line by chance; checked raw and JSON-escaped.
+    const distinctive = contents.filter((c) => c.length >= 8);
+    expect(distinctive.length).toBeGreaterThanOrEqual(6);
+    for (const c of distinctive) expect(h.logLines.filter((l) => l.includes(c) || l.includes(JSON.stringify(c).slice(1, -1)))).toEqual([]);
   });
 });

@@ -8,6 +8,7 @@
 // containers' real filesystems: an archive read (works on created containers) and `docker exec`
 // through the engine socket (running ones).
 import Docker from "dockerode";
+import pino from "pino";
 import { extract } from "tar-stream";
 import { Readable } from "node:stream";
 import { DockerCluster, type ContainerRef } from "../../../adapters/cluster/index.ts";
@@ -16,6 +17,7 @@ import { fencedStore } from "../../../adapters/store/fenced.ts";
 import { createSecretsService, readSecrets, secretKey, type Vault } from "../../../api/secrets/index.ts";
 import { createSecretSyncController, defaultMarkerPrefix, type Marker, type SecretSyncController } from "../../../controllers/secretsync/index.ts";
 import { SingleProcessElector } from "../../../runtime/leaderelection.ts";
+import type { Logger } from "../../../runtime/log.ts";
 import { Manager } from "../../../runtime/manager.ts";
 import { startEtcd, type EtcdProcess } from "../../helpers/etcd-process.ts";
 import { loadServices, socketPath, uniqueName } from "../../helpers/services.ts";
@@ -32,10 +34,13 @@ export class Harness {
   private unsealKey = "";
   /** Every container this harness makes carries this label (cleanup finds them by it). */
   readonly testLabel = uniqueName("sst");
-  /** putArchive calls the controller made (idempotence checks). */
-  uploads = 0;
+  /** putArchive calls the controller made, by container id (idempotence checks). */
+  private readonly uploadCounts = new Map<string, number>();
   private manager: Manager | undefined;
   ss: SecretSyncController | undefined;
+  /** Every line the controller logged (checked for secret content). */
+  readonly logLines: string[] = [];
+  private readonly log: Logger = pino({ level: "trace" }, { write: (line: string) => void this.logLines.push(line) });
 
   get store(): EtcdStore {
     if (!this.storeOrNull) throw new Error("harness not started");
@@ -57,6 +62,11 @@ export class Harness {
     this.unsealKey = keys[0]!;
     await this.vault.unseal(this.unsealKey);
 
+    await this.startController();
+  }
+
+  /** A fresh controller process on the same store: a new elector term, manager, cache and informers. */
+  async startController(): Promise<void> {
     const elector = new SingleProcessElector({ store: this.store, key: "/platform/secrets/leader-test", identity: "harness" });
     const manager = new Manager({ name: "secretsync-test", elector, gracefulShutdownMs: 10_000 });
     const cluster = this.cluster;
@@ -65,7 +75,7 @@ export class Harness {
       get: (target, prop, receiver) => {
         if (prop === "putArchive") {
           return (...args: Parameters<DockerCluster["putArchive"]>) => {
-            this.uploads++;
+            this.uploadCounts.set(args[0].id, this.uploads(args[0].id) + 1);
             return target.putArchive(...args);
           };
         }
@@ -78,6 +88,7 @@ export class Harness {
       cluster: counting,
       vault: this.vault,
       readSecrets,
+      log: this.log,
       registry: manager.registry,
     });
     for (const i of this.ss.informers) manager.addInformer(i);
@@ -85,6 +96,15 @@ export class Harness {
     await manager.start();
     await this.ss.cache.waitForSync(undefined, 30_000);
     this.manager = manager;
+  }
+
+  async stopController(): Promise<void> {
+    await this.manager?.stop();
+    this.manager = undefined;
+  }
+
+  uploads(containerId: string): number {
+    return this.uploadCounts.get(containerId) ?? 0;
   }
 
   async seal(): Promise<void> {
@@ -96,7 +116,7 @@ export class Harness {
   }
 
   async cleanup(): Promise<void> {
-    await this.manager?.stop();
+    await this.stopController();
     const mine = await this.cluster.listContainers(undefined, { all: true, filters: { label: [`io.capstan.test=${this.testLabel}`] } });
     await Promise.all(mine.map((c) => this.cluster.remove(c, { force: true }).catch(() => undefined)));
     await this.storeOrNull?.close();
