@@ -17,7 +17,8 @@ const children = new Set<ChildProcess>();
 /** Start an orchestrator process; resolves once its caches have synced. */
 async function startOrchestrator(): Promise<ChildProcess> {
   const child = spawn(process.execPath, ["--import", "tsx", fixture], {
-    env: { ...process.env, ETCD_ENDPOINTS: services.etcdEndpoints.join(","), CLUSTER: services.cluster, ROOT: h.root },
+    // An update wait long enough that "killed in the wait" holds even on a loaded machine.
+    env: { ...process.env, ETCD_ENDPOINTS: services.etcdEndpoints.join(","), CLUSTER: services.cluster, ROOT: h.root, UPDATE_WAIT_MS: "1500" },
     stdio: ["ignore", "pipe", "inherit"],
   });
   children.add(child);
@@ -76,6 +77,20 @@ describe("crash safety", () => {
     let child = await startOrchestrator();
     await h.converged(name, 4, 1);
 
+    // Sampled throughout, crashes included: never two instances without a running container.
+    let sampling = true;
+    let worst = 0;
+    const sampler = (async () => {
+      while (sampling) {
+        const a = await h.actual(name).catch(() => undefined);
+        if (a) {
+          const up = new Set(a.filter((x) => x.c.state === "running").map((x) => x.instance));
+          worst = Math.max(worst, [0, 1, 2, 3].filter((i) => !up.has(i)).length);
+        }
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    })();
+
     // Kill 1: right after instance 1's v1 container is destroyed (the update wait has begun).
     let w = onEvent(name, (e) => e.action === "destroy" && e.labels[labelKeys.instance] === "1" && e.labels[labelKeys.version] === "1");
     await new Promise((r) => setTimeout(r, 300));
@@ -99,6 +114,9 @@ describe("crash safety", () => {
 
     child = await startOrchestrator();
     const final = await h.converged(name, 4, 2, 30_000);
+    sampling = false;
+    await sampler;
+    expect(worst).toBe(1);
     expectExact(final, 4, 2);
     // No duplicates appear later either (a refresh or two after convergence).
     await new Promise((r) => setTimeout(r, 2_500));
