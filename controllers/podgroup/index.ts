@@ -76,7 +76,7 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
     throw new RangeError("restartBackoff needs 0 < initialMs <= maxMs and resetAfterMs > 0");
   }
 
-  const specs = new Informer({ name: "podgroups", source: opts.store, prefix: keys.podGroups, decode: decodeSpec, clock, log, registry });
+  const specs = new Informer({ name: "podgroup-specs", source: opts.store, prefix: keys.podGroups, decode: decodeSpec, clock, log, registry });
   const statuses = new Informer({ name: "podgroup-status", source: opts.store, prefix: keys.status, decode: decodeStatus, clock, log, registry });
   const tasks = new Informer({ name: "orchestrator-tasks", source: opts.store, prefix: keys.tasks, decode: decodeTask, clock, log, registry });
   const cache = new ContainerCache({
