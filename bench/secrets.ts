@@ -4,14 +4,16 @@
 // etcd, in the same run, at the same concurrency. Target: the service keeps at least half of the
 // raw throughput (put_throughput_ratio and get_throughput_ratio are the worse of the sizes).
 //
-// Everything runs in this one Node process (load generator, both HTTP servers, etcd clients), so
-// the service's figures also pay for the client side of HTTP; raw etcd pays for none of it.
+// The load runs in a worker thread (its own event loop, as a remote client would be): it calls the
+// service over HTTP and etcd directly with its own etcd3 client. The main thread runs only the
+// console and the secrets service, as their own process would.
 //
 //   npm run bench:secrets   [SECRETS_BENCH_OPS=2000 SECRETS_BENCH_CONCURRENCY=16]
 import { serve, type ServerType } from "@hono/node-server";
 import { Etcd3 } from "etcd3";
 import type { Hono } from "hono";
 import { Agent, request } from "node:http";
+import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
 import type { AddressInfo } from "node:net";
 import { EtcdStore } from "../adapters/store/etcd.ts";
 import { createConsoleApi, ensureAdminToken, generateToken } from "../api/console/index.ts";
@@ -74,10 +76,61 @@ function listen(app: Hono): Promise<{ base: string; server: ServerType }> {
   });
 }
 
+
+interface LoadInput {
+  secretsBase: string;
+  token: string;
+  etcdEndpoint: string;
+}
+
+/** The worker: warm up, then measure service and raw PUT and GET for every size. */
+async function runLoad(input: LoadInput): Promise<Record<string, Run>> {
+  const raw = new Etcd3({ hosts: input.etcdEndpoint });
+  const out: Record<string, Run> = {};
+  try {
+    for (const [label, bytes] of sizes) {
+      const content = "s".repeat(bytes);
+      const body = JSON.stringify({ content });
+      const proc = `bench.web.w${label.toLowerCase()}`;
+      const getProc = `bench.get.w${label.toLowerCase()}`;
+      const auth = { "access-token": input.token };
+      const servicePut = async (i: number) => {
+        const res = await httpCall(`${input.secretsBase}/v2/secrets?app=bench&proc=${proc}&path=f${i % 64}`, "PUT", { ...auth, "content-type": "application/json" }, body);
+        if (res.status !== 200) throw new Error(`PUT answered ${res.status}`);
+      };
+      const rawPut = async (i: number) => {
+        await raw.put(`/bench-raw/${label}/f${i % 64}`).value(content);
+      };
+      await raw.put(`/bench-raw/${label}/only`).value(content);
+      const serviceGet = async () => {
+        const res = await httpCall(`${input.secretsBase}/v2/secrets?app=bench&proc=${getProc}`, "GET", auth);
+        const records = JSON.parse(res.text) as { content: string }[];
+        if (res.status !== 200 || records[0]?.content.length !== bytes) throw new Error(`GET answered ${res.status}`);
+      };
+      const rawGet = async () => {
+        const value = await raw.get(`/bench-raw/${label}/only`).string();
+        if (value?.length !== bytes) throw new Error("raw get lost the value");
+      };
+      // Warm both paths (connections, JIT, the role cache), then measure.
+      await measure(1000, servicePut);
+      await measure(1000, rawPut);
+      await measure(1000, serviceGet);
+      await measure(1000, rawGet);
+      out[`put_service_${label}`] = await measure(ops, servicePut);
+      out[`put_raw_${label}`] = await measure(ops, rawPut);
+      out[`get_service_${label}`] = await measure(ops, serviceGet);
+      out[`get_raw_${label}`] = await measure(ops, rawGet);
+    }
+    return out;
+  } finally {
+    agent.destroy();
+    raw.close();
+  }
+}
+
 async function main(): Promise<void> {
   const etcd = await startEtcd();
   const store = new EtcdStore({ endpoints: [etcd.endpoint] });
-  const raw = new Etcd3({ hosts: etcd.endpoint });
   const servers: ServerType[] = [];
   try {
     const admin = generateToken();
@@ -104,46 +157,31 @@ async function main(): Promise<void> {
     await adminCall("/api/v1/apps", { appname: "bench", maintainers: ["bench@example.com"] });
     const { token } = await adminCall("/api/v1/tokens", { user: "bench@example.com" });
 
+    const secretsBase = secretsHttp.base;
+    for (const [label] of sizes) {
+      // GET reads a proc holding exactly one record, the same work as one raw get.
+      const seed = await httpCall(`${secretsBase}/v2/secrets?app=bench&proc=bench.get.w${label.toLowerCase()}&path=only`, "PUT", { "access-token": token! }, "s".repeat(sizes.find((x) => x[0] === label)![1]));
+      if (seed.status !== 200) throw new Error(`seeding the GET record: ${seed.status} ${seed.text}`);
+    }
+    const load: LoadInput = { secretsBase, token: token!, etcdEndpoint: etcd.endpoint };
+    const results = await new Promise<Record<string, Run>>((resolve, reject) => {
+      // tsx's loader hooks do not reach worker threads: the worker's entry registers them, then
+      // imports this file.
+      const entry = `import { register } from ${JSON.stringify(import.meta.resolve("tsx/esm/api"))}; register(); await import(${JSON.stringify(import.meta.url)});`;
+      const worker = new Worker(new URL(`data:text/javascript,${encodeURIComponent(entry)}`), { workerData: load });
+      worker.once("message", (m: Record<string, Run>) => resolve(m));
+      worker.once("error", reject);
+      worker.once("exit", (code) => (code === 0 ? undefined : reject(new Error(`load worker exited with ${code}`))));
+    });
     const figures: Record<string, number> = { ops, concurrency };
     const ratios: Record<string, number> = {};
     let putWorst = Infinity;
     let getWorst = Infinity;
-    for (const [label, bytes] of sizes) {
-      const content = "s".repeat(bytes);
-      const body = JSON.stringify({ content });
-      const proc = `bench.web.w${label.toLowerCase()}`;
-      const secretsUrl = (path: string) => `${secretsHttp.base}/v2/secrets?app=bench&proc=${proc}&path=${path}`;
-      const servicePut = async (i: number) => {
-        const res = await httpCall(secretsUrl(`f${i % 64}`), "PUT", { "access-token": token!, "content-type": "application/json" }, body);
-        if (res.status !== 200) throw new Error(`PUT answered ${res.status}`);
-      };
-      const rawPut = async (i: number) => {
-        await raw.put(`/bench-raw/${label}/f${i % 64}`).value(content);
-      };
-      // GET reads a proc holding exactly one record, the same work as one raw get.
-      const getProc = `bench.get.w${label.toLowerCase()}`;
-      const put = await fetch(`${secretsHttp.base}/v2/secrets?app=bench&proc=${getProc}&path=only`, { method: "PUT", headers: { "access-token": token! }, body, signal: AbortSignal.timeout(10_000) });
-      if (put.status !== 200) throw new Error(`seeding GET record: ${put.status}`);
-      await raw.put(`/bench-raw/${label}/only`).value(content);
-      const serviceGet = async () => {
-        const res = await httpCall(`${secretsHttp.base}/v2/secrets?app=bench&proc=${getProc}`, "GET", { "access-token": token! });
-        const records = JSON.parse(res.text) as { content: string }[];
-        if (res.status !== 200 || records[0]?.content.length !== bytes) throw new Error(`GET answered ${res.status}`);
-      };
-      const rawGet = async () => {
-        const value = await raw.get(`/bench-raw/${label}/only`).string();
-        if (value?.length !== bytes) throw new Error("raw get lost the value");
-      };
-
-      // Warm both paths (connections, JIT, the role cache), then alternate measured runs.
-      await measure(1000, servicePut);
-      await measure(1000, rawPut);
-      await measure(1000, serviceGet);
-      await measure(1000, rawGet);
-      const sp = await measure(ops, servicePut);
-      const rp = await measure(ops, rawPut);
-      const sg = await measure(ops, serviceGet);
-      const rg = await measure(ops, rawGet);
+    for (const [label] of sizes) {
+      const sp = results[`put_service_${label}`]!;
+      const rp = results[`put_raw_${label}`]!;
+      const sg = results[`get_service_${label}`]!;
+      const rg = results[`get_raw_${label}`]!;
       for (const [name, r] of [["put_service", sp], ["put_raw", rp], ["get_service", sg], ["get_raw", rg]] as const) {
         figures[`${name}_ops_per_s_${label}`] = r.opsPerSec;
         figures[`${name}_p50_ms_${label}`] = r.p50;
@@ -166,7 +204,7 @@ async function main(): Promise<void> {
       ],
       notes: [
         "private etcd; service = HTTP + console role check (5 s cache) + AES-256-GCM + etcd; raw = etcd3 put/get of the same value size",
-        "one process runs the load generator (node:http keep-alive), both HTTP servers and the etcd clients; GET reads a proc holding one record",
+        "load from a worker thread (node:http keep-alive for the service, its own etcd3 client for raw); GET reads a proc holding one record",
         "throughput ratios are service/raw; *_throughput_ratio is the worse of the sizes",
       ],
     });
@@ -176,10 +214,10 @@ async function main(): Promise<void> {
       s.close();
     }
     agent.destroy();
-    raw.close();
     await store.close();
     await etcd.stop();
   }
 }
 
-await main();
+if (isMainThread) await main();
+else parentPort!.postMessage(await runLoad(workerData as LoadInput));
