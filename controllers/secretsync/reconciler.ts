@@ -79,6 +79,8 @@ export class SecretSyncReconciler {
     const targets: { container: CachedContainer; listed: string[] }[] = [];
     for (const c of this.o.cache.byLabel(podGroupLabel, name)) {
       if (!installable.has(c.state)) continue;
+      // An unreachable node cannot take an upload; its "node-ready" change enqueues the group again.
+      if (this.o.cache.nodeState(c.node) !== "ready") continue;
       const index = Number(c.labels[containerIndexLabel] ?? "0");
       const listed = Number.isInteger(index) ? spec.secretFiles?.[index] : undefined;
       if (listed && listed.length > 0) targets.push({ container: c, listed });

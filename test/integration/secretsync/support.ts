@@ -29,7 +29,8 @@ const podGroupPrefix = "/platform/orchestrator/podgroups/";
 export class Harness {
   private etcd: EtcdProcess | undefined;
   private storeOrNull: EtcdStore | undefined;
-  readonly cluster = DockerCluster.fromSpec(services.cluster);
+  // Event streams reconnect at most 1 s apart, so an engine that comes back is seen back within a second.
+  readonly cluster = DockerCluster.fromSpec(services.cluster, { events: { backoff: { maxMs: 1_000 } } });
   private vaultOrNull: Vault | undefined;
   private unsealKey = "";
   /** Every container this harness makes carries this label (cleanup finds them by it). */
