@@ -1,5 +1,6 @@
 // The cluster adapter's public surface. Other code imports from here, not from the files behind it.
 export type * from "./cluster.ts";
+export { ArchiveInputError, buildTar, type ArchiveFile } from "./archive.ts";
 export { DockerCluster, defaultEngineLimits, type DockerClusterOptions } from "./docker-cluster.ts";
 export { patchEnv } from "./env.ts";
 export {

@@ -1,7 +1,7 @@
 // From a container's listed secret paths and the proc's records to the files to install, or the
 // error that goes in its marker instead. Pure functions.
 import { posix } from "node:path";
-import type { ArchiveFile } from "../../adapters/cluster/archive.ts";
+import type { ArchiveFile } from "../../adapters/cluster/index.ts";
 import { digestOf, type InstalledFile } from "./marker.ts";
 import type { SecretFileRecord } from "./vault.ts";
 

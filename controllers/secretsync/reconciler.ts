@@ -20,8 +20,7 @@
 // - S4 a marker is deleted only when its container is gone from the cache, which keeps the
 //   containers of an unreachable node (ContainerCache I4): "unknown" is never taken for "gone".
 import type { ContainerCache, CachedContainer } from "../../adapters/cluster/container-cache.ts";
-import { buildTar } from "../../adapters/cluster/archive.ts";
-import { EngineError, InvalidRequestError, NotFoundError, type Cluster } from "../../adapters/cluster/index.ts";
+import { buildTar, EngineError, InvalidRequestError, NotFoundError, type Cluster } from "../../adapters/cluster/index.ts";
 import type { Store } from "../../adapters/store/store.ts";
 import type { Clock } from "../../runtime/clock.ts";
 import { withDeadline } from "../../runtime/deadline.ts";
