@@ -72,10 +72,18 @@ async function add(argv: string[]): Promise<number> {
   try {
     let text = content;
     if (file !== undefined) {
+      let bytes: Buffer;
       try {
-        text = await readFile(file, "utf8");
+        bytes = await readFile(file);
       } catch (e) {
         throw new CommandFailure(`-f ${file}: ${(e as Error).message}`);
+      }
+      // A record's content is a string (the spec's JSON body): a file that is not UTF-8 text would
+      // be silently mangled on the way, so it is refused instead.
+      try {
+        text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+      } catch {
+        throw new CommandFailure(`-f ${file}: not UTF-8 text; secret contents are text (encode binary data, e.g. base64, and decode it in the app)`);
       }
     }
     const { secrets } = clusterClients(cluster!, args.options);

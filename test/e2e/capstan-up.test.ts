@@ -31,7 +31,7 @@ describe("capstan command", () => {
     const top = await capstan(["-h"]);
     expect(top.code).toBe(0);
     expect(top.stdout).toMatch(/^ {2}up +every component/m);
-    for (const command of ["orchestrator", "apply", "get", "scale", "delete"]) expect(top.stdout).toMatch(new RegExp(`^ {2}${command} +\\w`, "m"));
+    for (const command of ["orchestrator", "secrets", "console", "apply", "get", "scale", "delete", "login", "secret", "deploy", "apps", "tokens"]) expect(top.stdout).toMatch(new RegExp(`^ {2}${command} +\\w`, "m"));
     const up = await capstan(["up", "-h"]);
     expect(up.code).toBe(0);
     expect(up.stdout).toContain("-web VALUE");
@@ -39,6 +39,12 @@ describe("capstan command", () => {
     expect(up.stdout).toContain("-history DURATION");
     expect(up.stdout).toContain("-update-wait DURATION");
     expect(up.stdout).toContain("(default 30s) [CAPSTAN_REFRESH_INTERVAL]");
+    expect(up.stdout).toContain("-admin-token-file VALUE");
+    for (const sub of [["secret", "add"], ["secret", "view"], ["secret", "delete"], ["deploy"], ["login"], ["secrets", "init"], ["secrets", "unseal"], ["console"], ["secrets"]]) {
+      const help = await capstan([...sub, "-h"]);
+      expect(help.code, sub.join(" ")).toBe(0);
+      expect(help.stdout).toContain(`usage: capstan ${sub.join(" ")} [options]`);
+    }
   });
 
   it("answers usage errors with exit code 2 and a message naming the option", async () => {

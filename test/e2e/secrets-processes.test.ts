@@ -37,6 +37,7 @@ describe("capstan console and capstan secrets as separate processes", () => {
   let secretsServer: Server;
   let keys: string[] = [];
   let bobToken = "";
+  let rootToken = "";
 
   function capstan(args: string[], input = ""): Promise<Ran> {
     return new Promise((resolve) => {
@@ -101,6 +102,7 @@ describe("capstan console and capstan secrets as separate processes", () => {
     const init = await capstan(["secrets", "init", "bob", "-shares", "2", "-threshold", "2"]);
     expect(init.code, init.stderr).toBe(0);
     keys = [...init.stdout.matchAll(/^Unseal key \d: (\S+)$/gm)].map((m) => m[1]!);
+    rootToken = /^Root token: (\S+)$/m.exec(init.stdout)![1]!;
     for (const key of keys) expect((await capstan(["secrets", "unseal", "-secrets", secretsServer.url, "-key", key])).code).toBe(0);
 
     const put = await capstan(["secret", "add", "bob", proc, "app.env", "-c", content]);
@@ -128,6 +130,14 @@ describe("capstan console and capstan secrets as separate processes", () => {
     expect((await capstan(["secrets", "unseal", "bob"], keys[1])).stdout).toBe("unsealed\n");
     const view = await capstan(["secret", "view", "bob", proc]);
     expect(JSON.parse(view.stdout)).toEqual([expect.objectContaining({ path: "app.env", content, mode: "400" })]);
+  });
+
+  it("seal needs the root token, and seals", async () => {
+    const wrong = await capstan(["secrets", "seal", "bob", "-token", bobToken]);
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toMatch(/^capstan secrets seal: Unauthorized: /);
+    expect(await capstan(["secrets", "seal", "bob"], `${rootToken}\n`)).toMatchObject({ code: 0, stdout: "sealed\n" });
+    expect(JSON.parse((await capstan(["secrets", "status", "bob"])).stdout)).toMatchObject({ initialized: true, sealed: true });
   });
 
   it("both stop with exit 0 on SIGTERM; neither logged the secret", async () => {

@@ -1,6 +1,9 @@
 // Argument checks of the issue-5 client commands: each bad command line is a UsageError (exit code
 // 2 from main) that says what is wrong, raised before any request is made or file is read.
-import { describe, expect, it } from "vitest";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it, vi } from "vitest";
 import { run as apps } from "../../../cli/commands/apps.ts";
 import { run as deploy } from "../../../cli/commands/deploy.ts";
 import { run as secret } from "../../../cli/commands/secret.ts";
@@ -33,5 +36,21 @@ describe("issue-5 command lines", () => {
     ["secrets", secrets, ["-web", "127.0.0.1:0", "-console", "ftp://x"], '-console: "ftp://x" must be an http:// or https:// URL'],
   ] as const)("%s %j: %s", async (_name, command, argv, message) => {
     await expect(command([...argv])).rejects.toThrow(new UsageError(message));
+  });
+});
+
+describe("secret add -f", () => {
+  it("refuses a file that is not UTF-8 text before contacting anything", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "capstan-secret-"));
+    const stderr = vi.spyOn(process.stderr, "write").mockImplementation(() => true);
+    try {
+      const file = join(dir, "key.bin");
+      writeFileSync(file, Buffer.from([0xff, 0xfe, 0x00, 0x80]));
+      expect(await secret(["add", "nowhere", "hello.web.web", "key.bin", "-f", file])).toBe(1);
+      expect(String(stderr.mock.calls[0]?.[0])).toBe(`capstan secret add: -f ${file}: not UTF-8 text; secret contents are text (encode binary data, e.g. base64, and decode it in the app)\n`);
+    } finally {
+      stderr.mockRestore();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
