@@ -117,7 +117,10 @@ export class Vault {
   init(shares: number, threshold: number): Promise<{ keys: string[]; rootToken: string }> {
     return this.serial(async () => {
       const master = randomBytes(masterKeyBytes);
-      const parts = threshold === 1 ? Array.from({ length: shares }, () => Buffer.from(master)) : (await split(new Uint8Array(master), shares, threshold)).map((s) => Buffer.from(s));
+      // The library wants a plain Uint8Array; the copy is wiped with the key below.
+      const secret = new Uint8Array(master);
+      const parts = threshold === 1 ? Array.from({ length: shares }, () => Buffer.from(master)) : (await split(secret, shares, threshold)).map((s) => Buffer.from(s));
+      secret.fill(0);
       const rootToken = `csr_${randomBytes(32).toString("base64url")}`;
       const result = await this.store.txn(
         [{ key: sysKeys.config, target: "createRevision", equals: 0 }],
@@ -159,7 +162,7 @@ export class Vault {
       }
       this.key = candidate;
       this.log.info("unsealed");
-      for (const cb of this.unsealListeners) cb();
+      this.notify(this.unsealListeners, "unseal");
       return { sealed: false, progress: 0, threshold: config.threshold };
     });
   }
@@ -182,8 +185,19 @@ export class Vault {
       this.key.fill(0);
       this.key = null;
       this.log.info("sealed");
-      for (const cb of this.sealListeners) cb();
+      this.notify(this.sealListeners, "seal");
     });
+  }
+
+  /** A listener's failure is its own: the seal state has already changed and stays changed. */
+  private notify(listeners: Set<() => void>, what: string): void {
+    for (const cb of listeners) {
+      try {
+        cb();
+      } catch (err) {
+        this.log.error({ err, event: what }, "seal state listener failed");
+      }
+    }
   }
 
   private serial<T>(fn: () => Promise<T>): Promise<T> {
