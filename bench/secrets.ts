@@ -23,6 +23,7 @@ import { percentile, report } from "./lib/report.ts";
 
 const ops = Number(process.env.SECRETS_BENCH_OPS ?? 2000);
 const concurrency = Number(process.env.SECRETS_BENCH_CONCURRENCY ?? 16);
+const rounds = 10;
 const sizes: [string, number][] = [
   ["1KiB", 1024],
   ["16KiB", 16 * 1024],
@@ -34,8 +35,13 @@ interface Run {
   p99: number;
 }
 
-/** `n` calls of `op`, `concurrency` at a time; throughput and latency percentiles in ms. */
-async function measure(n: number, op: (i: number) => Promise<void>): Promise<Run> {
+interface Sample {
+  seconds: number;
+  latencies: number[];
+}
+
+/** `n` calls of `op`, `concurrency` at a time: elapsed seconds and each call's latency in ms. */
+async function measure(n: number, op: (i: number) => Promise<void>): Promise<Sample> {
   const latencies: number[] = [];
   let next = 0;
   const started = performance.now();
@@ -48,8 +54,13 @@ async function measure(n: number, op: (i: number) => Promise<void>): Promise<Run
       }
     }),
   );
-  const seconds = (performance.now() - started) / 1000;
-  return { opsPerSec: n / seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+  return { seconds: (performance.now() - started) / 1000, latencies };
+}
+
+function summarize(samples: Sample[]): Run {
+  const latencies = samples.flatMap((s) => s.latencies);
+  const seconds = samples.reduce((sum, s) => sum + s.seconds, 0);
+  return { opsPerSec: latencies.length / seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
 }
 
 // The load generator's HTTP client: node:http with keep-alive (fetch/undici costs several times more
@@ -116,10 +127,20 @@ async function runLoad(input: LoadInput): Promise<Record<string, Run>> {
       await measure(1000, rawPut);
       await measure(1000, serviceGet);
       await measure(1000, rawGet);
-      out[`put_service_${label}`] = await measure(ops, servicePut);
-      out[`put_raw_${label}`] = await measure(ops, rawPut);
-      out[`get_service_${label}`] = await measure(ops, serviceGet);
-      out[`get_raw_${label}`] = await measure(ops, rawGet);
+      // Short alternating rounds: the machine's load drifts (other processes share its cores), and
+      // alternating exposes service and raw to the same drift instead of one of them to a burst.
+      const samples: Record<string, Sample[]> = { putService: [], putRaw: [], getService: [], getRaw: [] };
+      const perRound = Math.ceil(ops / rounds);
+      for (let r = 0; r < rounds; r++) {
+        samples.putService!.push(await measure(perRound, servicePut));
+        samples.putRaw!.push(await measure(perRound, rawPut));
+        samples.getService!.push(await measure(perRound, serviceGet));
+        samples.getRaw!.push(await measure(perRound, rawGet));
+      }
+      out[`put_service_${label}`] = summarize(samples.putService!);
+      out[`put_raw_${label}`] = summarize(samples.putRaw!);
+      out[`get_service_${label}`] = summarize(samples.getService!);
+      out[`get_raw_${label}`] = summarize(samples.getRaw!);
     }
     return out;
   } finally {
@@ -173,7 +194,7 @@ async function main(): Promise<void> {
       worker.once("error", reject);
       worker.once("exit", (code) => (code === 0 ? undefined : reject(new Error(`load worker exited with ${code}`))));
     });
-    const figures: Record<string, number> = { ops, concurrency };
+    const figures: Record<string, number> = { ops, concurrency, rounds };
     const ratios: Record<string, number> = {};
     let putWorst = Infinity;
     let getWorst = Infinity;
@@ -204,7 +225,7 @@ async function main(): Promise<void> {
       ],
       notes: [
         "private etcd; service = HTTP + console role check (5 s cache) + AES-256-GCM + etcd; raw = etcd3 put/get of the same value size",
-        "load from a worker thread (node:http keep-alive for the service, its own etcd3 client for raw); GET reads a proc holding one record",
+        `load from a worker thread (node:http keep-alive for the service, its own etcd3 client for raw), ${rounds} alternating rounds; GET reads a proc holding one record`,
         "throughput ratios are service/raw; *_throughput_ratio is the worse of the sizes",
       ],
     });
