@@ -27,9 +27,10 @@ examples:
   capstan secret add prod hello.web.web config/secret.yaml -f ./secret.yaml
   capstan secret add prod hello.web.web /etc/hello/token -c s3cr3t -mode 440
 `,
-  view: `${usage("secret view", "Shows a proc's secret files with their content.", viewDefs, "CLUSTER PROC")}
+  view: `${usage("secret view", "Shows a proc's secret files with their content (every proc's, given an app name).", viewDefs, "CLUSTER PROC|APP")}
 examples:
   capstan secret view prod hello.web.web
+  capstan secret view prod hello -o table
   capstan secret view prod hello.web.web -path config/secret.yaml
 `,
   delete: `${usage("secret delete", "Deletes a secret file of a proc. Deleting one that does not exist succeeds.", deleteDefs, "CLUSTER PROC PATH")}
@@ -98,20 +99,25 @@ async function add(argv: string[]): Promise<number> {
 async function view(argv: string[]): Promise<number> {
   const args = parseArgs(argv, viewDefs);
   if (args.help) return printHelp(help.view);
-  const [cluster, proc] = positionals(args.positionals, ["CLUSTER", "PROC"], "capstan secret view prod hello.web.web");
+  const [cluster, target] = positionals(args.positionals, ["CLUSTER", "PROC"], "capstan secret view prod hello.web.web");
   const output = args.options.output;
   if (output !== "json" && output !== "table") throw new UsageError(`-output: "${String(output)}" is not table or json`);
-  const app = appOfProc(proc!);
+  // An app name alone (no dots) shows every proc of the app, as GET without proc does.
+  const wholeApp = !target!.includes(".");
+  const app = wholeApp ? target! : appOfProc(target!);
+  const proc = wholeApp ? undefined : target!;
   const only = args.options.path as string | undefined;
   try {
     const { secrets } = clusterClients(cluster!, args.options);
-    const records = (await secrets.list(app, proc)).filter((r) => only === undefined || r.path === only).sort((a, b) => a.path.localeCompare(b.path));
-    if (only !== undefined && records.length === 0) throw new CommandFailure(`${proc} has no secret file ${only}`);
+    const records = (await secrets.list(app, proc))
+      .filter((r) => only === undefined || r.path === only)
+      .sort((a, b) => (a.proc ?? "").localeCompare(b.proc ?? "") || a.path.localeCompare(b.path));
+    if (only !== undefined && records.length === 0) throw new CommandFailure(`${target} has no secret file ${only}`);
     if (output === "json") process.stdout.write(`${JSON.stringify(records, null, 2)}\n`);
-    else if (records.length === 0) process.stdout.write(`${proc} has no secret files\n`);
+    else if (records.length === 0) process.stdout.write(`${target} has no secret files\n`);
     else {
-      const rows = records.map((r) => [r.path, r.mode, `${r.owner}:${r.group}`, String(Buffer.byteLength(r.content))]);
-      process.stdout.write(table(["PATH", "MODE", "OWNER", "BYTES"], rows));
+      const rows = records.map((r) => [...(wholeApp ? [r.proc ?? ""] : []), r.path, r.mode, `${r.owner}:${r.group}`, String(Buffer.byteLength(r.content))]);
+      process.stdout.write(table([...(wholeApp ? ["PROC"] : []), "PATH", "MODE", "OWNER", "BYTES"], rows));
     }
     return 0;
   } catch (e) {

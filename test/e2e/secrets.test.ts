@@ -206,6 +206,9 @@ describe("secrets end to end: register, write, deploy", () => {
     const one = await capstan(["secret", "view", "local", proc, "-path", "config.yaml", "-o", "table"]);
     expect(one.stdout).toMatch(/^config\.yaml +400 +root:root +\d+$/m);
     expect(one.stdout).not.toContain("key.pem");
+    const whole = await capstan(["secret", "view", "local", app, "-o", "table"]);
+    expect(whole.stdout.split("\n")[0]).toMatch(/^PROC +PATH +MODE +OWNER +BYTES$/);
+    expect(whole.stdout.trim().split("\n")).toHaveLength(4);
 
     const usage = await capstan(["secret", "add", "local", proc, "x", "-c", "a", "-f", keyFile]);
     expect(usage.code).toBe(2);
