@@ -8,6 +8,9 @@
 //   would silently change what is deployed (a proc without its secrets).
 // - Unknown TOP-LEVEL keys are warnings: the original system's files carry sections this platform
 //   does not read (worker procs, services, ...), and such a file must still deploy its web proc.
+// App names are the console's (it registers them): a lower-case DNS label, so also a valid first
+// segment of a proc name (`<app>.web.web`), a PodGroup namespace and a store key segment.
+import { appNamePattern } from "../console/records.ts";
 import { isAlias, isMap, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node, type Pair } from "yaml";
 
 export interface CopyEntry {
@@ -49,11 +52,6 @@ export class AppDefinitionError extends Error {
   }
 }
 
-/**
- * App names: the first segment of a proc name (`<app>.web.web`), a PodGroup namespace and a store key
- * segment, so no dots and nothing a URL or key would need to escape.
- */
-export const appNamePattern = /^[a-z0-9]([a-z0-9_-]{0,62}[a-z0-9])?$/;
 
 const topLevelKeys = new Set(["appname", "build", "release", "test", "web", "notify"]);
 
@@ -127,7 +125,7 @@ export function parseAppDefinition(text: string, file: string): ParsedAppDefinit
         appnameSeen = true;
         const name = string(v, key, pair);
         if (name === undefined) return;
-        if (!appNamePattern.test(name)) fail(v, key, `"${name}" must be 1 to 64 lower-case letters, digits, "-" or "_", starting and ending with a letter or digit`);
+        if (!appNamePattern.test(name)) fail(v, key, `"${name}" must be a lower-case DNS label: a-z, 0-9 and inner "-", at most 63 characters`);
         else def.appname = name;
       },
       build: (v, key, pair) => {

@@ -1,7 +1,6 @@
 // The application definition file (platform spec section B) and the PodGroup it deploys.
 export {
   AppDefinitionError,
-  appNamePattern,
   parseAppDefinition,
   secretFileProblem,
   type AppDefinition,

@@ -58,7 +58,7 @@ describe("application definition", () => {
     expect(problems(full.replace("port: 8080", 'port: "8080"'))).toEqual(["app.yaml:16: web.port: must be an integer 1..65535"]);
     expect(problems(full.replace("port: 8080", "port: 80.5"))).toEqual(["app.yaml:16: web.port: must be an integer 1..65535"]);
     expect(problems(full.replace("appname: hello", "appname: Hello.World"))).toEqual([
-      expect.stringMatching(/^app\.yaml:1: appname: "Hello.World" must be 1 to 64 lower-case/),
+      expect.stringMatching(/^app\.yaml:1: appname: "Hello.World" must be a lower-case DNS label/),
     ]);
     expect(problems(full.replace("    - make test", "    - {a: 1}"))).toEqual(["app.yaml:6: build.script[1]: must be a string"]);
     expect(problems(full.replace("      dest: /usr/bin/hello\n", ""))).toEqual(["app.yaml:10: release.copy[0].dest: required, but missing"]);
