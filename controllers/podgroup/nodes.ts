@@ -1,7 +1,8 @@
 // Which nodes exist, which can be reached, and what they have free. Node resources come from
-// cluster.nodes() (one engine info call per node), cached for `ttlMs` and shared by concurrent
-// reconciles, so a wave of deploys costs one round of calls, not one per instance. Reachability
-// comes from the container cache's event streams, which notice an engine going away at once.
+// cluster.nodes() (one engine info call per node). They change rarely (an engine's CPUs and memory),
+// so an answer is reused: older than `ttlMs`, it is still served while a fresh one is fetched in
+// the background, so a repair never waits for engine info calls. Reachability comes from the
+// container cache's event streams, which notice an engine going away (or coming back) at once.
 import type { ContainerCache } from "../../adapters/cluster/container-cache.ts";
 import type { Cluster, NodeResources, Reservation } from "../../adapters/cluster/index.ts";
 import type { Clock } from "../../runtime/clock.ts";
@@ -15,18 +16,26 @@ export class NodeView {
     private readonly cluster: Cluster,
     private readonly cache: ContainerCache,
     private readonly clock: Clock,
-    private readonly ttlMs = 5_000,
+    private readonly ttlMs = 30_000,
     private readonly callTimeoutMs = 15_000,
   ) {}
 
-  /** Node resources, at most ttlMs old; the state is overridden by the event streams' view. */
+  /** Node resources; the state is overridden by the event streams' view. */
   async get(signal: AbortSignal): Promise<NodeResources[]> {
     const c = this.cached;
     // A node the last answer had as unreachable but whose stream is back has no resources in
-    // that answer: ask again rather than leave it out of placement for the rest of the TTL.
-    const stale = c?.nodes.some((n) => n.state !== "ready" && this.reachable(n.name));
-    if (c && !stale && this.clock.now() - c.at < this.ttlMs) return this.withStreamState(c.nodes);
-    // One call in flight for everyone; its own deadline bounds it, each caller's signal its wait.
+    // that answer: wait for a fresh one rather than leave the node out of placement.
+    const missing = c?.nodes.some((n) => n.state !== "ready" && this.reachable(n.name));
+    if (c && !missing) {
+      if (this.clock.now() - c.at >= this.ttlMs) void this.fetch().catch(() => undefined);
+      return this.withStreamState(c.nodes);
+    }
+    const nodes = await withDeadline(this.fetch(), this.callTimeoutMs, this.clock, "list nodes", signal);
+    return this.withStreamState(nodes);
+  }
+
+  /** One call in flight for everyone; its own deadline bounds it, each caller's signal its wait. */
+  private fetch(): Promise<NodeResources[]> {
     this.inflight ??= withDeadline(this.cluster.nodes(), this.callTimeoutMs, this.clock, "list nodes")
       .then((nodes) => {
         this.cached = { at: this.clock.now(), nodes };
@@ -35,8 +44,7 @@ export class NodeView {
       .finally(() => {
         this.inflight = undefined;
       });
-    const nodes = await withDeadline(this.inflight, this.callTimeoutMs, this.clock, "list nodes", signal);
-    return this.withStreamState(nodes);
+    return this.inflight;
   }
 
   /** Whether the node's event stream is up: its containers in the cache are current. */

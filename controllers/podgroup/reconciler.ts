@@ -485,8 +485,8 @@ class Pass {
       if (!kept) {
         const last = previous.get(i);
         if (last && last.containers.length > 0 && last.node && !this.reachable(last.node)) continue; // R5
-        if (rec.nextAttemptAt !== undefined && this.now < rec.nextAttemptAt) {
-          this.wakeAt(rec.nextAttemptAt); // R8
+        if (rec.nextDeployAt !== undefined && this.now < rec.nextDeployAt) {
+          this.wakeAt(rec.nextDeployAt); // R8
           continue;
         }
         toPlace.push(i);
@@ -550,7 +550,7 @@ class Pass {
     try {
       filters = parsePlacementFilters(spec.pod.filters ?? []);
     } catch (e) {
-      for (const i of instances) this.fail(i, `placement filters: ${(e as Error).message}`);
+      for (const i of instances) this.fail(i, `placement filters: ${(e as Error).message}`, "deploy");
       return placed;
     }
     const nodes = await this.o.nodes.get(this.signal);
@@ -571,7 +571,8 @@ class Pass {
       const node = pickNode(capacity, { request, filters: f, groupCounts });
       if (!node) {
         const need = `${request.memoryBytes} bytes of memory and ${request.nanoCpus / 1e9} CPUs`;
-        this.fail(i, `no node fits: needs ${need}${f.length ? ` on a node matching ${(spec.pod.filters ?? []).concat(sticky ? [`node==${sticky}`] : []).join(", ")}` : ""}`);
+        const where = f.length ? ` on a node matching ${(spec.pod.filters ?? []).concat(sticky ? [`node==${sticky}`] : []).join(", ")}` : "";
+        this.fail(i, `no node fits: needs ${need}${where}`, "deploy");
         continue;
       }
       placed.set(i, node);
@@ -586,6 +587,7 @@ class Pass {
   /** Create (or adopt, R1) containers `indexes` of instance `instance` on `node`, then start the pod. */
   private async deployPod(spec: StoredPodGroup, instance: number, node: string, indexes: number[], drift: number): Promise<void> {
     const { cluster, cache } = this.o;
+    let stage: "deploy" | "start" = "deploy";
     try {
       for (const k of indexes) {
         const plan = planContainer(spec, instance, k, drift);
@@ -607,12 +609,13 @@ class Pass {
       }
       this.observe();
       const kept = this.view.instances.get(instance)?.kept;
+      stage = "start";
       if (kept) await this.startContainers(kept);
       const rec = this.record(instance);
       this.setRecord(instance, { restarts: rec.restarts, failures: 0, ...(rec.node !== undefined && { node: rec.node }) });
     } catch (e) {
       if (this.signal.aborted) throw e;
-      this.fail(instance, deployError(e, node));
+      this.fail(instance, deployError(e, node), stage);
     }
   }
 
@@ -624,7 +627,7 @@ class Pass {
       if (restart) this.log.info({ instance, restarts: rec.restarts + 1 }, "restarted per restart policy");
     } catch (e) {
       if (this.signal.aborted) throw e;
-      this.fail(instance, `cannot start: ${(e as Error).message}`);
+      this.fail(instance, `cannot start: ${(e as Error).message}`, "start");
     }
   }
 
@@ -637,11 +640,12 @@ class Pass {
     }
   }
 
-  private fail(instance: number, error: string): void {
-    this.log.warn({ instance, error }, "instance not deployed");
-    const rec = countFailure(this.record(instance), error, this.now, this.o.backoff);
+  private fail(instance: number, error: string, kind: "deploy" | "start"): void {
+    this.log.warn({ instance, error }, kind === "deploy" ? "instance not deployed" : "instance not started");
+    const rec = countFailure(this.record(instance), error, kind, this.now, this.o.backoff);
     this.setRecord(instance, rec);
-    if (rec.nextAttemptAt !== undefined) this.wakeAt(rec.nextAttemptAt);
+    const at = kind === "deploy" ? rec.nextDeployAt : rec.nextAttemptAt;
+    if (at !== undefined) this.wakeAt(at);
   }
 
   /** Older-format containers kept for their instance are renamed to the current name form in place. */

@@ -74,9 +74,13 @@ export function countExit(
   return next;
 }
 
-/** The record after a failed deploy or start attempt: counted like an exit, with `error` as the reason. */
-export function countFailure(record: InstanceRecord, error: string, now: number, b: RestartBackoff): InstanceRecord {
+/**
+ * The record after a failed attempt, counted like an exit with `error` as the reason: a failed
+ * deploy of a missing instance delays the next deploy, a failed start the next start.
+ */
+export function countFailure(record: InstanceRecord, error: string, kind: "deploy" | "start", now: number, b: RestartBackoff): InstanceRecord {
   const failures = record.failures + 1;
   const at = now + restartDelayMs(failures, b);
-  return { ...record, failures, nextAttemptAt: at, lastError: `${error}; next attempt at ${new Date(at).toISOString()}` };
+  const field = kind === "deploy" ? "nextDeployAt" : "nextAttemptAt";
+  return { ...record, failures, [field]: at, lastError: `${error}; next attempt at ${new Date(at).toISOString()}` };
 }

@@ -121,8 +121,14 @@ export interface InstanceRecord {
   restarts: number;
   /** Consecutive failures; the back-off grows with it and resets after a long enough run. */
   failures: number;
-  /** Wall-clock ms before which no restart or deploy is attempted. */
+  /** Wall-clock ms before which the instance's stopped container is not started again. */
   nextAttemptAt?: number;
+  /**
+   * Wall-clock ms before which a missing instance is not deployed again, after a failed deploy.
+   * Apart from nextAttemptAt on purpose: a container removed behind our back (its die comes
+   * first, and is counted) is replaced at once; only failing deploys back off.
+   */
+  nextDeployAt?: number;
   /** `<container id>#<restarts>` of the last exit already counted, so an exit counts once. */
   lastExit?: string;
   /** Why the last deploy or start failed. */
@@ -148,6 +154,7 @@ export function readInternal(status: PodGroupStatus | undefined): Internal {
         failures: Number.isInteger(r.failures) ? r.failures! : 0,
       };
       if (typeof r.nextAttemptAt === "number") rec.nextAttemptAt = r.nextAttemptAt;
+      if (typeof r.nextDeployAt === "number") rec.nextDeployAt = r.nextDeployAt;
       if (typeof r.lastExit === "string") rec.lastExit = r.lastExit;
       if (typeof r.lastError === "string") rec.lastError = r.lastError;
       if (typeof r.node === "string") rec.node = r.node;

@@ -43,9 +43,9 @@ describe("countExit", () => {
     );
   });
 
-  it("a failed deploy backs off the same way", () => {
-    const r = countFailure({ restarts: 2, failures: 3 }, "image not found", 1_000, b);
-    expect(r).toMatchObject({ restarts: 2, failures: 4, nextAttemptAt: 9_000 });
-    expect(r.lastError).toMatch(/^image not found; next attempt at /);
+  it("a failed deploy delays the next deploy, a failed start the next start, on the same back-off", () => {
+    const r = countFailure({ restarts: 2, failures: 3 }, "image not found", "deploy", 1_000, b);
+    expect(r).toEqual({ restarts: 2, failures: 4, nextDeployAt: 9_000, lastError: expect.stringMatching(/^image not found; next attempt at /) });
+    expect(countFailure(r, "start failed", "start", 2_000, b)).toMatchObject({ failures: 5, nextDeployAt: 9_000, nextAttemptAt: 18_000 });
   });
 });
