@@ -120,7 +120,8 @@ export function buildStatus(i: StatusInput): PodGroupStatus {
     state,
     lastError,
     updatedAt: new Date(i.now).toISOString(),
-    observedVersion: converged ? version : (i.previous?.observedVersion ?? 0),
+    // Never above the spec's version, whatever a tampered previous record claimed.
+    observedVersion: converged ? version : Math.min(Number.isInteger(i.previous?.observedVersion) ? i.previous!.observedVersion : 0, version),
     pods,
   };
   const internal = pruneInternal(i.internal, n, i.view);
