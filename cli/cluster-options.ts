@@ -5,9 +5,8 @@ import { homedir } from "node:os";
 import { clusterFromConfig, type ClusterEntry } from "./client-config.ts";
 import { ConsoleClient } from "./console-client.ts";
 import { OrchestratorClient } from "./client.ts";
-import type { OptionDef, OptionValues } from "./options.ts";
+import { UsageError, type OptionDef, type OptionValues } from "./options.ts";
 import { SecretsClient } from "./secrets-client.ts";
-import { UsageError } from "./options.ts";
 
 export const clusterCommandOptionDefs: OptionDef[] = [
   { name: "token", type: "string", help: "access token to use instead of the one `capstan login` saved for the cluster" },
