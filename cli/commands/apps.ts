@@ -1,7 +1,8 @@
 // `capstan apps add <cluster> <app> -maintainer e@x [-maintainer ...]` and `capstan apps list
 // <cluster>`: register an app with the console and list the registered ones (admin token).
+import { configPath, readClientConfig } from "../client-config.ts";
 import { clusterClients, clusterCommandOptionDefs, positionals } from "../cluster-options.ts";
-import { reportFailure } from "../failure.ts";
+import { CommandFailure, reportFailure } from "../failure.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
 import { table } from "../render.ts";
 
@@ -62,15 +63,23 @@ example:
 async function list(argv: string[]): Promise<number> {
   const args = parseArgs(argv, listDefs);
   if (args.help) {
-    process.stdout.write(usage("apps list", "Lists the registered apps and their maintainers.", listDefs, "CLUSTER"));
+    process.stdout.write(usage("apps list", "Lists the registered apps and their maintainers (of the current cluster without CLUSTER).", listDefs, "[CLUSTER]"));
     return 0;
   }
-  const [cluster] = positionals(args.positionals, ["CLUSTER"], "capstan apps list prod");
+  if (args.positionals.length > 1) throw new UsageError(`unexpected argument "${args.positionals[1]}"`);
   try {
-    const apps = await clusterClients(cluster!, args.options).console.listApps();
+    const cluster = args.positionals[0] ?? currentCluster();
+    const apps = await clusterClients(cluster, args.options).console.listApps();
     process.stdout.write(apps.length === 0 ? "no apps\n" : table(["APP", "MAINTAINERS", "CREATED"], apps.map((a) => [a.appname, a.maintainers.join(","), a.createdAt])));
     return 0;
   } catch (e) {
     return reportFailure("apps list", e);
   }
+}
+
+function currentCluster(): string {
+  const path = configPath();
+  const current = readClientConfig(path).current;
+  if (current === undefined) throw new CommandFailure(`no current cluster in ${path}: give CLUSTER, or run capstan login CLUSTER first`);
+  return current;
 }

@@ -149,7 +149,7 @@ describe("secrets end to end: register, write, deploy", () => {
 
     const added = await capstan(["apps", "add", "admin", app, "-maintainer", "alice@example.com"]);
     expect(added, `${added.stderr}\n${log.slice(-4000)}`).toMatchObject({ code: 0, stdout: `app ${app} registered (maintainers: alice@example.com)\n` });
-    expect((await capstan(["apps", "list", "admin"])).stdout).toMatch(new RegExp(`^${app} +alice@example\\.com`, "m"));
+    expect((await capstan(["apps", "list"])).stdout).toMatch(new RegExp(`^${app} +alice@example\\.com`, "m"));
 
     const token = await capstan(["tokens", "create", "admin", "-user", "alice@example.com"]);
     expect(token.code, token.stderr).toBe(0);
