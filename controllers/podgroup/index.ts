@@ -7,6 +7,8 @@
 //   - a refresh task names it (tasks informer; high priority; the task is deleted once done);
 //   - one of its containers changed on an engine (container cache: die, destroy and oom at a high
 //     priority, so repairs start within the event's round trip), or its node came or went;
+//   - a Secret-sync marker naming it was written or changed (a created container waiting for its
+//     secret files starts at once, not at the next refresh);
 //   - its own requeueAfter: the periodic refresh (refreshIntervalMs, +-10 % jitter), the update
 //     wait, a restart back-off or a runtime check falling due.
 import { Registry } from "prom-client";
@@ -23,6 +25,7 @@ import { labelKeys } from "./naming.ts";
 import { NodeView } from "./nodes.ts";
 import { PodGroupReconciler } from "./reconciler.ts";
 import { defaultRestartBackoff, type RestartBackoff } from "./restart.ts";
+import { decodeSecretMarker, defaultSecretMarkerPrefix } from "./secret-marker.ts";
 import { decodeSpec, decodeStatus, decodeTask, layout, type StatusEntry, type TaskEntry } from "./stored.ts";
 
 export interface PodGroupControllerOptions {
@@ -39,6 +42,8 @@ export interface PodGroupControllerOptions {
   restartBackoff?: Partial<RestartBackoff>;
   /** Root of the key layout (default /platform/orchestrator/); tests use a unique root. */
   prefix?: string;
+  /** Where Secret-sync writes its installed markers (default /platform/secret-sync/installed/). */
+  secretMarkerPrefix?: string;
   /** Upper bound of one reconcile (default 5 min: a stop may take the pod's killTimeout, up to 120 s). */
   reconcileTimeoutMs?: number;
   clock?: Clock;
@@ -49,7 +54,7 @@ export interface PodGroupControllerOptions {
 }
 
 export interface PodGroupController {
-  /** Add each with manager.addInformer(). */
+  /** Add each with manager.addInformer(): podgroups, podgroup-status, tasks, Secret-sync markers. */
   informers: Informer<unknown>[];
   /** Add each with manager.add(): the container cache, then the controller. */
   runnables: Runnable[];
@@ -79,6 +84,16 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
   const specs = new Informer({ name: "podgroup-specs", source: opts.store, prefix: keys.podGroups, decode: decodeSpec, clock, log, registry });
   const statuses = new Informer({ name: "podgroup-status", source: opts.store, prefix: keys.status, decode: decodeStatus, clock, log, registry });
   const tasks = new Informer({ name: "orchestrator-tasks", source: opts.store, prefix: keys.tasks, decode: decodeTask, clock, log, registry });
+  const markerPrefix = opts.secretMarkerPrefix ?? defaultSecretMarkerPrefix;
+  const markers = new Informer({
+    name: "podgroup-secret-markers",
+    source: opts.store,
+    prefix: markerPrefix.endsWith("/") ? markerPrefix : `${markerPrefix}/`,
+    decode: decodeSecretMarker,
+    clock,
+    log,
+    registry,
+  });
   const cache = new ContainerCache({
     cluster: opts.cluster,
     name: "podgroup-containers",
@@ -97,6 +112,7 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
     specs,
     statuses,
     tasks,
+    secretMarker: (id) => markers.get(`${markers.prefix}${id}`),
     layout: keys,
     updateWaitMs,
     refreshIntervalMs,
@@ -115,6 +131,8 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
       informerSource(specs, (e) => [e.name]),
       statusSource(statuses, (name) => reconciler.lastStatusRevision(name)),
       taskSource(tasks),
+      // A marker is written for a created container that waits for it: start it now.
+      informerSource(markers, (e) => (e.podGroup !== undefined ? [e.podGroup] : [])),
       cache.source(
         (c) => {
           const g = c.labels[labelKeys.podGroup];
@@ -131,7 +149,7 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
   });
 
   return {
-    informers: [specs, statuses, tasks] as Informer<unknown>[],
+    informers: [specs, statuses, tasks, markers] as Informer<unknown>[],
     runnables: [cache, controller],
     cache,
     controller,

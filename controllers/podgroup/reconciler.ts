@@ -23,6 +23,9 @@
 // - R7 status is written only when it changed (compare-and-swap on its modRevision), so refreshes
 //   do not write.
 // - R8 every restart or redeploy after a failure waits out the instance's back-off.
+// - R9 a created container whose spec lists secretFiles is not started before Secret-sync's marker
+//   says they are installed (secret-marker.ts); a restart of an exited one does not wait, since
+//   the files are already in it and Secret-sync keeps them current.
 import PQueue from "p-queue";
 import type { ContainerCache, CachedContainer } from "../../adapters/cluster/container-cache.ts";
 import {
@@ -54,6 +57,7 @@ import {
   type PodCandidate,
 } from "./observe.ts";
 import { countExit, countFailure, type RestartBackoff } from "./restart.ts";
+import { secretsNotReady, type SecretMarkerEntry } from "./secret-marker.ts";
 import { buildStatus, sameStatus } from "./status.ts";
 import {
   decodeStatus,
@@ -75,6 +79,8 @@ export interface ReconcilerOptions {
   specs: Informer<SpecEntry>;
   statuses: Informer<StatusEntry>;
   tasks: Informer<TaskEntry>;
+  /** Secret-sync's marker of a container, by container id (from the markers informer). */
+  secretMarker: (containerId: string) => SecretMarkerEntry | undefined;
   layout: Layout;
   updateWaitMs: number;
   refreshIntervalMs: number;
@@ -112,6 +118,11 @@ interface GroupMemory {
 const asap = 1;
 /** Shortest run that counts as "started" in a spec update's runtime check. */
 const runtimeCheckMinMs = 1_000;
+/**
+ * A pod waiting for its secret files is looked at again after this long even without a marker
+ * event: a safety net only, since the markers informer enqueues the group the moment one is written.
+ */
+const secretsRecheckMs = 5_000;
 
 export class PodGroupReconciler {
   private readonly memory = new Map<string, GroupMemory>();
@@ -233,6 +244,8 @@ class Pass {
   private readonly wakeups: number[] = [];
   private readonly notes: string[] = [];
   private halted: string | undefined;
+  /** Instances whose created pod waits for its secret files (R9), with the reason shown as lastError. */
+  private readonly waitingForSecrets = new Map<number, string>();
   private statusEntry: StatusEntry | undefined;
 
   constructor(
@@ -462,7 +475,9 @@ class Pass {
     }
     if (spec.restartPolicy === "never" && cs.every((c) => c.state === "exited" && c.exitCode === 0)) return { done: true };
     const bad = cs.find((c) => c.state !== "running" && c.state !== "created");
-    if (!bad) return { done: false }; // created: being started
+    // Created (being started, or waiting for its secret files, R9): not a failure, and the setup
+    // time is counted from the start, so the wait for secrets does not eat into it.
+    if (!bad) return { done: false };
     return { done: false, failure: `${bad.name} ${bad.state}${bad.exitCode !== undefined ? ` with code ${bad.exitCode}` : ""}` };
   }
 
@@ -526,6 +541,7 @@ class Pass {
         this.wakeAt(rec.nextAttemptAt);
         continue;
       }
+      if (this.holdForSecrets(spec, kept)) continue;
       starts.push({ instance: i, pod: kept, restart: stopped.length > 0 });
     }
 
@@ -610,13 +626,31 @@ class Pass {
       this.observe();
       const kept = this.view.instances.get(instance)?.kept;
       stage = "start";
-      if (kept) await this.startContainers(kept);
+      if (kept && !this.holdForSecrets(spec, kept)) await this.startContainers(kept);
       const rec = this.record(instance);
       this.setRecord(instance, { restarts: rec.restarts, failures: 0, ...(rec.node !== undefined && { node: rec.node }) });
     } catch (e) {
       if (this.signal.aborted) throw e;
       this.fail(instance, deployError(e, node), stage);
     }
+  }
+
+  /**
+   * R9: true (and the pod is reported as waiting) when a created container of `pod` lists secret
+   * files that Secret-sync's marker does not yet cover. The pod starts as a whole, so nothing of
+   * it is started then. Only "created" containers wait: an exited one has its files already.
+   */
+  private holdForSecrets(spec: StoredPodGroup, pod: PodCandidate): boolean {
+    for (const o of podContainers(pod)) {
+      if (o.c.state !== "created") continue;
+      const files = spec.pod.containers[o.id.index]?.secretFiles ?? [];
+      const why = secretsNotReady(this.o.secretMarker(o.c.id), this.name, files);
+      if (why === undefined) continue;
+      this.waitingForSecrets.set(pod.instance, why);
+      this.wakeAt(this.now + secretsRecheckMs);
+      return true;
+    }
+    return false;
   }
 
   private async startPod(instance: number, pod: PodCandidate, restart: boolean): Promise<void> {
@@ -792,6 +826,7 @@ class Pass {
       reachable: (n) => this.reachable(n),
       nodeAddress: (n) => this.o.nodes.address(n),
       ...(this.halted !== undefined && { halted: this.halted }),
+      waitingForSecrets: this.waitingForSecrets,
       notes: this.notes,
       now: this.o.now(),
     });

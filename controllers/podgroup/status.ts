@@ -24,6 +24,8 @@ export interface StatusInput {
   previous: PodGroupStatus | undefined;
   reachable: (node: string) => boolean;
   nodeAddress: (node: string) => string;
+  /** Created pods held back until their secret files are installed, with why (shown as lastError). */
+  waitingForSecrets?: ReadonlyMap<number, string>;
   /** Why the rollout does not proceed, if it does not. */
   halted?: string;
   /** Group-level problems (unplaceable containers, a node that must confirm a removal, ...). */
@@ -88,6 +90,8 @@ export function buildStatus(i: StatusInput): PodGroupStatus {
       state = i.internal.rollout?.instance === instance ? "upgrading" : rec?.lastError ? "failed" : "missing";
     } else {
       state = podState(kept);
+      const waiting = i.waitingForSecrets?.get(instance);
+      if (state === "pending" && waiting !== undefined) lastError = waiting;
       if (state === "running" && i.internal.rollout?.instance === instance) state = "upgrading";
       if (state === "running" && kept.version === version) lastError = "";
     }

@@ -14,7 +14,11 @@ const fixture = fileURLToPath(new URL("./fixtures/orchestrator.ts", import.meta.
 const h = new Harness();
 const children = new Set<ChildProcess>();
 
-/** Start an orchestrator process; resolves once its caches have synced. */
+/**
+ * Start an orchestrator process; resolves once its caches have synced. The container cache is
+ * leader-only, so that is also once it leads: after a SIGKILL, when the killed process's lease
+ * has expired (its TTL is 3 s), well within the 30 s allowed here.
+ */
 async function startOrchestrator(): Promise<ChildProcess> {
   const child = spawn(process.execPath, ["--import", "tsx", fixture], {
     // An update wait long enough that "killed in the wait" holds even on a loaded machine.
@@ -122,7 +126,7 @@ describe("crash safety", () => {
     await new Promise((r) => setTimeout(r, 2_500));
     expectExact(await h.actual(name), 4, 2);
     await kill(child);
-  });
+  }, 120_000); // a restarted orchestrator first waits out the killed one's lease
 
   it("SIGKILL in the middle of a scale-up to 6: converges with exactly 6, no duplicates, no orphans", async () => {
     const name = h.name("crashscale");
@@ -149,5 +153,5 @@ describe("crash safety", () => {
     await new Promise((r) => setTimeout(r, 2_500));
     expectExact(await h.actual(name), 6, 1);
     await kill(child);
-  });
+  }, 120_000); // a restarted orchestrator first waits out the killed one's lease
 });

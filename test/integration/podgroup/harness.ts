@@ -1,5 +1,5 @@
 // In-process orchestrator for the PodGroup controller's integration tests: the shared etcd (keys
-// under a unique root), both real engines, a Manager with a single-process elector (so writes are
+// under a unique root), both real engines, a Manager with a LeaderElector on a lease (so writes are
 // fenced as in production) and the controller with short timings. Specs are written to the store
 // the way the API stores them; assertions read Docker's actual containers.
 import { execFile } from "node:child_process";
@@ -11,7 +11,7 @@ import type { ContainerSpec, PodGroupStatus, RestartPolicy } from "../../../api/
 import { createPodGroupController, type PodGroupController } from "../../../controllers/podgroup/index.ts";
 import { identify, labelKeys } from "../../../controllers/podgroup/naming.ts";
 import { layout, type Layout, type StoredPodGroup } from "../../../controllers/podgroup/stored.ts";
-import { SingleProcessElector } from "../../../runtime/leaderelection.ts";
+import { LeaderElector } from "../../../runtime/leaderelection.ts";
 import { Manager } from "../../../runtime/manager.ts";
 import { loadServices, uniqueName } from "../../helpers/services.ts";
 
@@ -61,6 +61,8 @@ export interface HarnessOptions {
   updateWaitMs?: number;
   refreshIntervalMs?: number;
   restartBackoff?: { initialMs?: number; maxMs?: number; resetAfterMs?: number };
+  /** Secret-sync marker prefix the controller watches (default: `<root>secret-sync/installed/`, private to the harness). */
+  secretMarkerPrefix?: string;
   /** The `-cluster` text the controller gets (default: the real engines; assertions always use those). */
   controllerCluster?: string;
 }
@@ -72,11 +74,15 @@ export class Harness {
   readonly cluster = DockerCluster.fromSpec(services.cluster);
   /** Group names made by this harness all start with this (cleanup finds them by it). */
   readonly namePrefix = uniqueName("pgt");
+  /** Where this harness's controller looks for Secret-sync markers (under the root, so cleanup drops them). */
+  readonly markerPrefix: string;
   private manager: Manager | undefined;
   pg: PodGroupController | undefined;
   private seq = 0;
 
-  constructor(private readonly opts: HarnessOptions = {}) {}
+  constructor(private readonly opts: HarnessOptions = {}) {
+    this.markerPrefix = opts.secretMarkerPrefix ?? `${this.root}secret-sync/installed/`;
+  }
 
   /** A fresh group name. */
   name(tag: string): string {
@@ -84,7 +90,16 @@ export class Harness {
   }
 
   async start(): Promise<void> {
-    const elector = new SingleProcessElector({ store: this.store, key: `${this.root}leader`, identity: "harness" });
+    // Short timings (TTL >= 2 s, renewDeadline < TTL, renewDeadline > 1.2 x retryPeriod). A stop()
+    // revokes the lease, so a harness started again leads at once.
+    const elector = new LeaderElector({
+      store: this.store,
+      key: `${this.root}leader`,
+      identity: `harness-${process.pid}-${this.seq}`,
+      ttlSeconds: 3,
+      renewDeadlineMs: 2_000,
+      retryPeriodMs: 500,
+    });
     const manager = new Manager({ name: "podgroup-test", elector, gracefulShutdownMs: 10_000 });
     const pg = createPodGroupController({
       store: fencedStore(this.store, () => elector.fence()),
@@ -93,6 +108,7 @@ export class Harness {
         ? DockerCluster.fromSpec(this.opts.controllerCluster, { events: { backoff: { maxMs: 1_000 } } })
         : this.cluster,
       prefix: this.root,
+      secretMarkerPrefix: this.markerPrefix,
       updateWaitMs: this.opts.updateWaitMs ?? 500,
       refreshIntervalMs: this.opts.refreshIntervalMs ?? 2_000,
       restartBackoff: this.opts.restartBackoff ?? {},

@@ -32,6 +32,22 @@ describe("buildStatus", () => {
     expect(s.internal).toBeUndefined();
   });
 
+  it("a created pod held back for its secret files is pending with the reason; a running one ignores it", () => {
+    const spec = stored({ numInstances: 2 });
+    const waiting = new Map([[0, "waiting for secret files"], [1, "secret file a is not written for web"]]);
+    const s = buildStatus(input([cached({ instance: 0 }, { state: "created", startedAt: undefined }), cached({ instance: 1 }, { state: "created", startedAt: undefined })], { spec, waitingForSecrets: waiting }));
+    expect(s.pods.map((p) => [p.state, p.lastError])).toEqual([
+      ["pending", "waiting for secret files"],
+      ["pending", "secret file a is not written for web"],
+    ]);
+    expect(s).toMatchObject({ state: "pending", lastError: "instance 0: waiting for secret files" });
+    const t = buildStatus(input([cached({ instance: 0 }), cached({ instance: 1 })], { spec, waitingForSecrets: waiting }));
+    expect(t.pods.map((p) => [p.state, p.lastError])).toEqual([
+      ["running", ""],
+      ["running", ""],
+    ]);
+  });
+
   it("exit codes decide exited vs failed; a missing instance is missing and the group scales", () => {
     const spec = stored({ numInstances: 3 });
     const s = buildStatus(input([cached({ instance: 0 }, { state: "exited", exitCode: 0 }), cached({ instance: 1 }, { state: "exited", exitCode: 3 })], { spec }));

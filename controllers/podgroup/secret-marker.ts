@@ -1,0 +1,51 @@
+// The PodGroup half of the handshake with Secret-sync (docs/secret-sync.md). Secret-sync writes
+// /platform/secret-sync/installed/<containerId> = {podGroup, files: [{path, digest}], error?, at,
+// node} once it has put a container's secret files into it (or could not). A created container
+// whose spec lists secretFiles is started only when that marker exists, has no `error` and names
+// every listed path: a process must never start without its secrets. Controllers never import
+// each other, so the marker is decoded here from its stored form, and only the fields the gate
+// needs are read. Pure.
+
+export const defaultSecretMarkerPrefix = "/platform/secret-sync/installed/";
+
+export interface SecretMarkerEntry {
+  containerId: string;
+  /** The group the marker names; undefined when the value cannot be read. */
+  podGroup: string | undefined;
+  paths: string[];
+  error: string | undefined;
+}
+
+/** Never throws: an unreadable marker names no group and no path, so it never lets a start through. */
+export function decodeSecretMarker(kv: { key: string; value: string }): SecretMarkerEntry {
+  const containerId = kv.key.slice(kv.key.lastIndexOf("/") + 1);
+  const unreadable = { containerId, podGroup: undefined, paths: [], error: undefined };
+  let v: unknown;
+  try {
+    v = JSON.parse(kv.value);
+  } catch {
+    return unreadable;
+  }
+  if (!v || typeof v !== "object") return unreadable;
+  const m = v as { podGroup?: unknown; files?: unknown; error?: unknown };
+  if (typeof m.podGroup !== "string" || !Array.isArray(m.files)) return unreadable;
+  const paths = m.files.flatMap((f: unknown) => {
+    const path = (f as { path?: unknown } | null)?.path;
+    return typeof path === "string" ? [path] : [];
+  });
+  return { containerId, podGroup: m.podGroup, paths, error: typeof m.error === "string" ? m.error : undefined };
+}
+
+export const waitingForSecrets = "waiting for secret files";
+
+/**
+ * Whether a created container of `group` that lists `secretFiles` may start: undefined when it
+ * may, else why not (the marker's own error text when it has one).
+ */
+export function secretsNotReady(marker: SecretMarkerEntry | undefined, group: string, secretFiles: readonly string[]): string | undefined {
+  if (secretFiles.length === 0) return undefined;
+  if (!marker || marker.podGroup !== group) return waitingForSecrets;
+  if (marker.error !== undefined) return marker.error;
+  const have = new Set(marker.paths);
+  return secretFiles.every((p) => have.has(p)) ? undefined : waitingForSecrets;
+}
