@@ -80,6 +80,33 @@ describe("secret files handshake", () => {
     expect((await h.actual(name)).map((a) => [a.c.id, a.c.state])).toEqual([[id, "running"]]);
   });
 
+  it("a spec update waits for the new container's secrets without counting the wait as a failed runtime check", async () => {
+    const name = h.name("secretsroll");
+    const files = (id: string) => writeMarker(id, { podGroup: name, files: [{ path: "config.yaml", digest: "d1" }] });
+    await h.put(groupSpec(name, { container: { secretFiles: ["config.yaml"] } }));
+    const [v1] = await h.until(`${name}: v1 created`, async () => {
+      const a = await h.actual(name);
+      return a.length === 1 ? a : undefined;
+    });
+    await files(v1!.c.id);
+    await h.converged(name, 1, 1, 10_000);
+
+    await h.updatePod(name, (pod) => (pod.containers[0]!.env = ["V=2"]));
+    const [v2] = await h.until(`${name}: v2 created`, async () => {
+      const a = await h.actual(name);
+      return a.length === 1 && a[0]!.version === 2 ? a : undefined;
+    }, 15_000);
+    // Longer than the runtime check (1 s) and the update wait: still waiting, not halted.
+    await sleep(3_000);
+    expect((await h.actual(name)).map((a) => [a.c.id, a.c.state])).toEqual([[v2!.c.id, "created"]]);
+    const waiting = (await h.status(name))!;
+    expect(waiting.state).not.toBe("failed");
+    expect(waiting.pods[0]).toMatchObject({ state: "pending", lastError: "waiting for secret files", version: 2 });
+
+    await files(v2!.c.id);
+    await h.converged(name, 1, 2, 10_000);
+  });
+
   it("starts a group without secret files as before, with no marker at all", async () => {
     const name = h.name("nosecrets");
     await h.put(groupSpec(name, { numInstances: 2 }));
