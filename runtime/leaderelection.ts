@@ -76,7 +76,7 @@ export interface LeadershipCallbacks {
   onStoppedLeading(info: StoppedLeading): void | Promise<void>;
 }
 
-/** The elector a Manager drives: LeaderElector for a shared store, SingleProcessElector otherwise. */
+/** The elector a Manager drives (LeaderElector; tests may drive the Manager with their own). */
 export interface Elector {
   readonly identity: string;
   start(callbacks: LeadershipCallbacks): void;
@@ -437,104 +437,5 @@ export class LeaderElector implements Elector {
 
   private call<T>(p: Promise<T>, what: string, signal: AbortSignal, ms = this.retryPeriodMs * 2): Promise<T> {
     return withDeadline(p, ms, this.clock, what, signal);
-  }
-}
-
-/**
- * The elector for a store only one process uses (the embedded SQLite store): always the leader.
- * It still re-creates the leader key at start (delete, then put), so that each run has a real
- * fence of its own and fenced writes work the same way with either store.
- */
-export class SingleProcessElector implements Elector {
-  readonly identity: string;
-  private readonly clock: Clock;
-  private readonly log: Logger;
-  private readonly status: ReturnType<typeof gauge<"name">>;
-  private readonly name: string;
-  private current: ElectorState = "stopped";
-  private currentFence: Fence | null = null;
-  private leaderAbort: AbortController | undefined;
-  private stopController: AbortController | undefined;
-  private loop: Promise<void> | undefined;
-  private callbacks: LeadershipCallbacks | undefined;
-
-  constructor(
-    private readonly opts: {
-      store: {
-        put(key: string, value: string): Promise<unknown>;
-        delete(key: string): Promise<unknown>;
-        get(key: string): Promise<KeyValueLike | null>;
-      };
-      key: string;
-      identity: string;
-      name?: string;
-      retryPeriodMs?: number;
-      clock?: Clock;
-      log?: Logger;
-      registry?: Registry;
-    },
-  ) {
-    this.identity = opts.identity;
-    this.name = opts.name ?? opts.key;
-    this.clock = opts.clock ?? realClock;
-    this.log = (opts.log ?? silentLogger).child({ election: this.name, identity: opts.identity });
-    this.status = masterStatusGauge(opts.registry);
-    this.status.set({ name: this.name }, 0);
-  }
-
-  start(callbacks: LeadershipCallbacks): void {
-    if (this.loop) throw new Error(`leader election ${this.name} already started`);
-    this.callbacks = callbacks;
-    this.stopController = new AbortController();
-    this.current = "campaigning";
-    this.loop = this.run(this.stopController.signal);
-  }
-
-  private async run(signal: AbortSignal): Promise<void> {
-    const retryMs = this.opts.retryPeriodMs ?? 2_000;
-    while (!signal.aborted) {
-      try {
-        // A fresh createRevision per run: a fence from an earlier run never matches again.
-        await withDeadline(this.opts.store.delete(this.opts.key), retryMs * 2, this.clock, "delete leader key", signal);
-        await withDeadline(this.opts.store.put(this.opts.key, this.identity), retryMs * 2, this.clock, "put leader key", signal);
-        const kv = await withDeadline(this.opts.store.get(this.opts.key), retryMs * 2, this.clock, "get leader key", signal);
-        if (!kv) throw new Error("leader key vanished right after it was written");
-        this.currentFence = { key: this.opts.key, createRevision: kv.createRevision };
-        this.current = "leading";
-        this.status.set({ name: this.name }, 1);
-        this.leaderAbort = new AbortController();
-        this.log.info({ createRevision: kv.createRevision }, "single process: leading");
-        this.callbacks?.onStartedLeading(this.leaderAbort.signal);
-        return;
-      } catch (e) {
-        if (signal.aborted) return;
-        this.log.warn({ err: e }, "could not write the leader key; retrying");
-      }
-      await this.clock.sleep(retryMs, signal).catch(() => {});
-    }
-  }
-
-  async stop(): Promise<void> {
-    this.stopController?.abort();
-    await this.loop;
-    if (this.currentFence) {
-      this.currentFence = null;
-      this.status.set({ name: this.name }, 0);
-      this.leaderAbort?.abort(new Error("leadership released"));
-      try {
-        await this.callbacks?.onStoppedLeading({ kind: "released", reason: "stopped" });
-      } catch (e) {
-        this.log.error({ err: e }, "onStoppedLeading threw");
-      }
-    }
-    this.current = "stopped";
-  }
-
-  fence(): Fence | null {
-    return this.currentFence ? { ...this.currentFence } : null;
-  }
-
-  state(): ElectorState {
-    return this.current;
   }
 }

@@ -46,7 +46,7 @@ export interface ManagerOptions {
   name: string;
   /** Serve probes, metrics and `app` here (port 0 = any free port). Omit to serve nothing. */
   http?: { host?: string; port: number };
-  /** Elect a leader before running leader-only runnables (LeaderElector or SingleProcessElector). */
+  /** Elect a leader before running leader-only runnables (a LeaderElector, on either store). */
   elector?: Elector;
   /** Total time stop() waits for runnables to finish (default 30 s). */
   gracefulShutdownMs?: number;

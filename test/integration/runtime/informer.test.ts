@@ -30,7 +30,7 @@ async function metric(registry: Registry, name: string, labels: Record<string, s
 
 const factories: StoreFactory[] = [privateEtcd()];
 const sqlite = await sqliteFactory();
-if (sqlite) factories.push(sqlite);
+factories.push(sqlite);
 
 describe.each(factories)("Informer over $name", (factory) => {
   let store: Store;

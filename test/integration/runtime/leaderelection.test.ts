@@ -10,9 +10,9 @@ import { EtcdStore } from "../../../adapters/store/etcd.ts";
 import { fencedStore, FencedWriteArgumentError, NotLeaderError } from "../../../adapters/store/fenced.ts";
 import { SqliteStore } from "../../../adapters/store/sqlite.ts";
 import type { Store } from "../../../adapters/store/store.ts";
-import { LeaderElector, SingleProcessElector } from "../../../runtime/leaderelection.ts";
+import { LeaderElector } from "../../../runtime/leaderelection.ts";
 import { loadServices, uniqueName } from "../../helpers/services.ts";
-import { eventually, sqliteFactory } from "./support.ts";
+import { eventually } from "./support.ts";
 
 const fixture = fileURLToPath(new URL("./fixtures/elected-manager.ts", import.meta.url));
 const TTL_MS = 3_000;
@@ -212,30 +212,41 @@ describe("fenced writes", () => {
   });
 });
 
-const sqlite = await sqliteFactory();
-
-describe.skipIf(!sqlite)("single-process election on the embedded store", () => {
-  it("leads at once, fences writes with a real leader key, and refuses a previous run's fence", async () => {
-    const store = await sqlite!.open();
+describe("leader election on the embedded store", () => {
+  it("elects one fenced leader among processes sharing a SQLite file, and fences out the deposed one", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "capstan-election-sqlite-"));
+    const path = join(dir, "state.db");
+    // Two SqliteStore instances on one file stand for two processes (capstan up started twice on
+    // one data directory, or a restart overlapping the old process's drain).
+    const storeA = new SqliteStore({ path });
+    const storeB = new SqliteStore({ path, pollIntervalMs: 50 });
+    const key = "/platform/test/leader";
+    const timings = { ttlSeconds: 3, renewDeadlineMs: 2_000, retryPeriodMs: 500 };
+    const a = new LeaderElector({ store: storeA, key, identity: "a", ...timings });
+    const b = new LeaderElector({ store: storeB, key, identity: "b", ...timings });
     try {
-      const key = "/platform/test/leader";
-      const previous = new SingleProcessElector({ store, key, identity: "run-1" });
-      previous.start({ onStartedLeading: () => {}, onStoppedLeading: () => {} });
-      expect(await eventually(() => previous.state() === "leading", 5_000)).toBe(true);
-      const oldFence = previous.fence()!;
-      await previous.stop(); // its leader key stays; the next run re-creates it
+      a.start({ onStartedLeading: () => {}, onStoppedLeading: () => {} });
+      expect(await eventually(() => a.state() === "leading", 5_000)).toBe(true);
+      b.start({ onStartedLeading: () => {}, onStoppedLeading: () => {} });
+      expect(await eventually(() => b.state() === "following", 5_000)).toBe(true);
+      await new Promise((r) => setTimeout(r, 1_500)); // several of b's retry periods
+      expect(a.state()).toBe("leading");
+      expect(b.state()).toBe("following");
 
-      const elector = new SingleProcessElector({ store, key, identity: "run-2" });
-      elector.start({ onStartedLeading: () => {}, onStoppedLeading: () => {} });
-      expect(await eventually(() => elector.state() === "leading", 5_000)).toBe(true);
-      expect(elector.fence()!.createRevision).toBeGreaterThan(oldFence.createRevision);
-      const fenced = fencedStore(store, () => elector.fence());
-      expect((await fenced.put("/platform/test/x", "1")).succeeded).toBe(true);
-      await expect(fencedStore(store, () => oldFence).put("/platform/test/x", "stale")).rejects.toBeInstanceOf(NotLeaderError);
-      expect((await store.get("/platform/test/x"))?.value).toBe("1");
-      await elector.stop();
+      const fenceA = a.fence()!;
+      expect((await fencedStore(storeA, () => a.fence()).put("/platform/test/x", "from-a")).succeeded).toBe(true);
+      await a.stop(); // revokes: b takes over at once
+      expect(await eventually(() => b.state() === "leading", 2_000)).toBe(true);
+      expect(b.fence()!.createRevision).toBeGreaterThan(fenceA.createRevision);
+      await expect(fencedStore(storeA, () => fenceA).put("/platform/test/x", "stale")).rejects.toBeInstanceOf(NotLeaderError);
+      expect((await fencedStore(storeB, () => b.fence()).put("/platform/test/x", "from-b")).succeeded).toBe(true);
+      expect((await storeA.get("/platform/test/x"))?.value).toBe("from-b");
     } finally {
-      await sqlite!.cleanup();
+      await a.stop();
+      await b.stop();
+      await storeA.close();
+      await storeB.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

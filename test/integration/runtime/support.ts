@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { EtcdStore } from "../../../adapters/store/etcd.ts";
 import { WatchBrokenError } from "../../../adapters/store/errors.ts";
+import { SqliteStore } from "../../../adapters/store/sqlite.ts";
 import type { Op, Store } from "../../../adapters/store/store.ts";
 import type { Informer } from "../../../runtime/informer.ts";
 import type { KeyValueLike, ListWatchSource, WatchHandlersLike, WatchLike } from "../../../runtime/listwatch.ts";
@@ -42,16 +43,8 @@ export function privateEtcd(): StoreFactory {
   };
 }
 
-/** The embedded store, when it exists in this checkout (it is written by another helper). */
-export async function sqliteFactory(): Promise<StoreFactory | undefined> {
-  let mod: { SqliteStore?: new (o: { path: string }) => Store };
-  try {
-    mod = (await import("../../../adapters/store/sqlite.ts")) as typeof mod;
-  } catch {
-    return undefined;
-  }
-  const SqliteStore = mod.SqliteStore;
-  if (!SqliteStore) return undefined;
+/** The embedded store on a temp file. */
+export async function sqliteFactory(): Promise<StoreFactory> {
   const dir = mkdtempSync(join(tmpdir(), "capstan-runtime-sqlite-"));
   const path = join(dir, "state.db");
   let store: Store | undefined;

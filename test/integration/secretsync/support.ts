@@ -16,7 +16,7 @@ import { EtcdStore } from "../../../adapters/store/etcd.ts";
 import { fencedStore } from "../../../adapters/store/fenced.ts";
 import { createSecretsService, readSecrets, secretKey, type Vault } from "../../../api/secrets/index.ts";
 import { createSecretSyncController, defaultMarkerPrefix, type Marker, type SecretSyncController } from "../../../controllers/secretsync/index.ts";
-import { SingleProcessElector } from "../../../runtime/leaderelection.ts";
+import { LeaderElector } from "../../../runtime/leaderelection.ts";
 import type { Logger } from "../../../runtime/log.ts";
 import { Manager } from "../../../runtime/manager.ts";
 import { startEtcd, type EtcdProcess } from "../../helpers/etcd-process.ts";
@@ -68,7 +68,16 @@ export class Harness {
 
   /** A fresh controller process on the same store: a new elector term, manager, cache and informers. */
   async startController(): Promise<void> {
-    const elector = new SingleProcessElector({ store: this.store, key: "/platform/secrets/leader-test", identity: "harness" });
+    // Short timings: a controller "restart" here stops the previous manager cleanly (revoking its
+    // lease), so the next term leads at once.
+    const elector = new LeaderElector({
+      store: this.store,
+      key: "/platform/secrets/leader-test",
+      identity: `harness-${Date.now()}`,
+      ttlSeconds: 3,
+      renewDeadlineMs: 2_000,
+      retryPeriodMs: 500,
+    });
     const manager = new Manager({ name: "secretsync-test", elector, gracefulShutdownMs: 10_000 });
     const cluster = this.cluster;
     // The real cluster, counting uploads.

@@ -1,7 +1,7 @@
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { FakeClock, flushMicrotasks } from "../../../runtime/clock.ts";
-import { LeaderElector, SingleProcessElector, type StoppedLeading } from "../../../runtime/leaderelection.ts";
+import { LeaderElector, type StoppedLeading } from "../../../runtime/leaderelection.ts";
 import { FakeListWatch } from "./fake-listwatch.ts";
 
 const KEY = "/platform/test/leader";
@@ -266,29 +266,5 @@ describe("LeaderElector", () => {
       /1.2 x retryPeriodMs/,
     );
     expect(() => new LeaderElector({ store, key: KEY, identity: "x", ttlSeconds: 1 })).toThrow(/>= 2/);
-  });
-});
-
-describe("SingleProcessElector", () => {
-  it("leads at once with a real fence from the leader key", async () => {
-    const { clock, store } = world();
-    store.put(KEY, "previous-run"); // left by an earlier process
-    const e = new SingleProcessElector({
-      store: { put: async (k, v) => store.put(k, v), delete: async (k) => store.del(k), get: (k) => store.get(k) },
-      key: KEY,
-      identity: "me",
-      clock,
-    });
-    let signal: AbortSignal | undefined;
-    e.start({ onStartedLeading: (s) => (signal = s), onStoppedLeading: () => {} });
-    await flushMicrotasks();
-    expect(e.state()).toBe("leading");
-    const kv = await store.get(KEY);
-    expect(kv?.value).toBe("me");
-    expect(e.fence()).toEqual({ key: KEY, createRevision: kv?.createRevision });
-    expect(kv!.createRevision).toBeGreaterThan(2); // re-created, not the previous run's key
-    await e.stop();
-    expect(signal?.aborted).toBe(true);
-    expect(e.fence()).toBeNull();
   });
 });

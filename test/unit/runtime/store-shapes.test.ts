@@ -8,16 +8,12 @@ import type { Store } from "../../../adapters/store/store.ts";
 import type { CompactableStore } from "../../../runtime/compactor.ts";
 import type { ElectionStore } from "../../../runtime/leaderelection.ts";
 import { isCompactedError, isLeaseLostError, type ListWatchSource } from "../../../runtime/listwatch.ts";
-import type { SingleProcessElector } from "../../../runtime/leaderelection.ts";
-
-type SingleProcessStore = ConstructorParameters<typeof SingleProcessElector>[0]["store"];
 
 describe("Store satisfies the runtime's structural interfaces", () => {
-  it("is assignable to ListWatchSource, ElectionStore, CompactableStore and the single-process elector's store", () => {
+  it("is assignable to ListWatchSource, ElectionStore, CompactableStore", () => {
     expectTypeOf<Store>().toMatchTypeOf<ListWatchSource>();
     expectTypeOf<Store>().toMatchTypeOf<ElectionStore>();
     expectTypeOf<Store>().toMatchTypeOf<CompactableStore>();
-    expectTypeOf<Store>().toMatchTypeOf<SingleProcessStore>();
   });
 
   it("recognises adapters/store's errors by shape", () => {
