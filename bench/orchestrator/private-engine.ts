@@ -69,6 +69,7 @@ export async function startPrivateEngine(options: PrivateEngineOptions): Promise
         await exited;
         clearTimeout(killed);
       }
+      await unmountUnder(dir);
       await rm(dir, { recursive: true, force: true });
     }
   };
@@ -92,4 +93,18 @@ export async function startPrivateEngine(options: PrivateEngineOptions): Promise
     throw err;
   }
   return { name: options.name ?? "solo", endpoint: `unix://${socketPath}`, socketPath, docker, logTail, stop };
+}
+
+/**
+ * Mounts dockerd leaves under its exec root after it exits (a network namespace bind mount such as
+ * exec/netns/default outlives the daemon): unmounted deepest first, or the directory cannot go.
+ */
+async function unmountUnder(dir: string): Promise<void> {
+  const mountInfo = await readFile("/proc/self/mountinfo", "utf8");
+  const points = mountInfo
+    .split("\n")
+    .map((line) => line.split(" ")[4] ?? "")
+    .filter((p) => p.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length);
+  for (const p of points) await run("umount", ["-l", p], { timeout: 10_000 }).catch(() => undefined);
 }

@@ -1,5 +1,5 @@
-// The raw baseline: dockerode create + start of equivalent containers (same image, command,
-// NetworkMode none), every engine in parallel, at most `concurrency` writes in flight per engine (the
+// The raw baseline: dockerode create + start of equivalent containers (same image, command and
+// network mode as the orchestrator's), every engine in parallel, at most `concurrency` writes in flight per engine (the
 // cluster adapter's per-engine bound, which is what Capstan runs with). No placement, no store, no
 // status: the least any orchestrator has to do to get the same containers running.
 import type Docker from "dockerode";
@@ -9,6 +9,8 @@ export interface RawWorkload {
   image: string;
   cmd: string[];
   labels: Record<string, string>;
+  /** HostConfig.NetworkMode; undefined leaves the engine's default. */
+  networkMode: string | undefined;
 }
 
 /** Creates and starts `perEngine[node]` containers on each engine; resolves with the elapsed ms. */
@@ -32,7 +34,10 @@ export async function rawCreateStart(
               Image: workload.image,
               Cmd: workload.cmd,
               Labels: workload.labels,
-              HostConfig: { NetworkMode: "none", RestartPolicy: { Name: "no" } },
+              HostConfig: {
+                RestartPolicy: { Name: "no" },
+                ...(workload.networkMode !== undefined && { NetworkMode: workload.networkMode }),
+              },
             });
             await c.start();
           }),

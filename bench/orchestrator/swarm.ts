@@ -40,6 +40,8 @@ export class SwarmPeer {
       Mode: { Replicated: { Replicas: replicas } },
     });
     const started = events.until((ev) => countFor(ev, name) >= replicas, timeoutMs, `${replicas} swarm task containers`);
+    // Awaited below; marked handled now so a failed poll does not leave an unhandled rejection.
+    started.catch(() => undefined);
     // The swarm manager's own view, polled as `docker service ps` would (25 ms apart: finer than
     // anything a person watching it would notice, coarse enough not to load the manager).
     const deadline = t0 + timeoutMs;
@@ -56,9 +58,14 @@ export class SwarmPeer {
     return { tasksRunningMs: tasksAt - t0, containersStartedMs: startedAt - t0 };
   }
 
-  /** `docker service rm`, then waits until the engine has removed every task container. */
+  /** `docker service rm` (if it exists), then waits until the engine has removed every task container. */
   async remove(name: string, timeoutMs: number): Promise<void> {
-    await this.docker.getService(name).remove();
+    await this.docker
+      .getService(name)
+      .remove()
+      .catch((err: { statusCode?: number }) => {
+        if (err.statusCode !== 404) throw err;
+      });
     const deadline = performance.now() + timeoutMs;
     for (;;) {
       const left = await this.docker.listContainers({ all: true, filters: { label: [`${swarmServiceLabel}=${name}`] } });

@@ -1,0 +1,669 @@
+// bench:orchestrator: the orchestrator end to end on the real engines, in one run (issue 3).
+//
+// (a) 40 instances from POST to all running. On the two shared engines: Capstan against raw
+//     dockerode create + start of 40 equivalent containers (same image, command, NetworkMode none,
+//     the cluster adapter's per-engine write bound). On ONE private engine started here: Capstan
+//     against raw against Docker Swarm mode (`service create --replicas 40`, the peer); Swarm runs
+//     only there (swarm left and engine removed at the end), so Capstan meets Swarm one engine
+//     against one engine. A Swarm service cannot ask for NetworkMode none (only swarm-scoped
+//     networks attach to services) and its tasks get NetworkMode "default", so all three
+//     single-engine legs use "default", which on an engine without a bridge is a namespace with
+//     loopback only (the same isolation; on dockerd 20.10 it is also about twice as fast to create
+//     as "none", so mixing modes would skew the comparison). Rounds rotate the order; medians, and the per-round paired ratios.
+//     "Running" is Capstan's status record saying so (what GET answers next) and the swarm
+//     manager's task list saying so; the engines' own start events are reported alongside.
+// (b) Repair: a container of a running group force-removed behind Capstan's back (`docker rm -f`),
+//     time until a container of that instance runs again per the engine's events; median of 20.
+// (c) API: 2,000 requests, 25 % POST of zero-instance groups and 75 % GET of existing ones, 16 at a
+//     time, against the orchestrator on etcd; p50 / p99. Baseline: the same mix as bare etcd
+//     operations (create-if-absent txn / get) from this process, the floor any API on etcd has.
+// (d) 5,000 zero-instance PodGroups in the store: the orchestrator's RSS, the CPU time of its start-up
+//     sync (list + one reconcile each) and of one full periodic refresh cycle (/proc/<pid>/stat).
+//
+// Every orchestrator under test is `capstan orchestrator` in a child process on a private etcd (its
+// keys are fixed under /platform/orchestrator/). Everything created is removed at the end.
+import Docker from "dockerode";
+import { Etcd3 } from "etcd3";
+import { defaultEngineLimits } from "../adapters/cluster/index.ts";
+import { EtcdStore } from "../adapters/store/etcd.ts";
+import type { Store } from "../adapters/store/store.ts";
+import { keys } from "../api/resources/keys.ts";
+import { startEtcd, type EtcdProcess } from "../test/helpers/etcd-process.ts";
+import { loadServices, socketPath, uniqueName } from "../test/helpers/services.ts";
+import { allRunning, api, OrchestratorProcess, untilStatus } from "./orchestrator/capstan.ts";
+import { StartEvents } from "./orchestrator/docker-events.ts";
+import { startPrivateEngine, type PrivateEngine } from "./orchestrator/private-engine.ts";
+import { rawCreateStart, removeLabelled } from "./orchestrator/raw.ts";
+import { SwarmPeer, type SwarmRun } from "./orchestrator/swarm.ts";
+import { percentile, report } from "./lib/report.ts";
+
+const instances = 40;
+const rounds = positiveInt(process.env.BENCH_ORCHESTRATOR_ROUNDS, 5);
+const repairs = 20;
+const apiRequests = 2_000;
+const apiConcurrency = 16;
+const storedGroups = 5_000;
+const refreshIntervalS = 30;
+const concurrency = defaultEngineLimits.writeConcurrency;
+// Stops at once on SIGTERM (a bare `sleep` as PID 1 ignores it and every removal waits out the
+// grace period): clean-up between rounds stays short. The same command in every leg.
+const command = ["sh", "-c", "trap 'exit 0' TERM; sleep 2147483647 & wait"];
+const namespace = "bench";
+
+const services = loadServices();
+const run = uniqueName("bo");
+const benchLabel = "io.capstan.bench";
+const groupLabel = "io.capstan.podgroup";
+const instanceLabel = "io.capstan.instance";
+const shared: Record<string, Docker> = Object.fromEntries(
+  Object.entries(services.engines).map(([n, e]) => [n, new Docker({ socketPath: socketPath(e), timeout: 60_000 })]),
+);
+const sharedNodes = Object.keys(shared);
+
+interface Orchestrator {
+  /** Replaced by a fresh process in (d). */
+  proc: OrchestratorProcess;
+  /** A client of its store, for watching status records. */
+  store: Store;
+  engines: Record<string, Docker>;
+}
+
+function positiveInt(text: string | undefined, fallback: number): number {
+  const n = Number(text ?? fallback);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`BENCH_ORCHESTRATOR_ROUNDS must be a positive integer (got ${text})`);
+  return n;
+}
+
+type NetworkMode = "none" | "default";
+
+/** `network`: the pod's network, which Capstan passes to the engine as HostConfig.NetworkMode. */
+function groupSpec(name: string, numInstances: number, network: NetworkMode = "none") {
+  return {
+    name,
+    namespace,
+    numInstances,
+    restartPolicy: "always",
+    pod: { namespace, containers: [{ image: services.testImage, command }], network },
+  };
+}
+
+/** POST, retrying only while the node monitor has not yet recorded a ready node (start-up). */
+async function post(o: Orchestrator, spec: ReturnType<typeof groupSpec>): Promise<void> {
+  const deadline = performance.now() + 30_000;
+  for (;;) {
+    const res = await api(o.proc.baseUrl, "POST", "/api/podgroups", spec);
+    if (res.status === 202) return;
+    const reason = (res.body as { reason?: string } | undefined)?.reason;
+    if (res.status === 409 && reason === "InsufficientResources" && performance.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 200));
+      continue;
+    }
+    throw new Error(`POST ${spec.name}: ${res.status} ${JSON.stringify(res.body)}`);
+  }
+}
+
+/** DELETE, then wait until the API answers 404 and no engine holds a container of the group. */
+async function deleteGroup(o: Orchestrator, name: string, timeoutMs = 180_000): Promise<void> {
+  const res = await api(o.proc.baseUrl, "DELETE", `/api/podgroups?name=${name}`);
+  if (res.status !== 202 && res.status !== 404) throw new Error(`DELETE ${name}: ${res.status} ${JSON.stringify(res.body)}`);
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const gone = (await api(o.proc.baseUrl, "GET", `/api/podgroups?name=${name}`)).status === 404;
+    const left = await Promise.all(
+      Object.values(o.engines).map((d) => d.listContainers({ all: true, filters: { label: [`${groupLabel}=${name}`] } })),
+    );
+    if (gone && left.every((l) => l.length === 0)) return;
+    if (performance.now() > deadline) throw new Error(`podgroup ${name} not removed after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+interface DeployRun {
+  /** POST to the status record showing every pod running. */
+  statusMs: number;
+  /** POST to the engines' start event of the last instance. */
+  containersStartedMs: number;
+  perNode: Record<string, number>;
+}
+
+async function capstanDeploy(o: Orchestrator, name: string, network: NetworkMode): Promise<DeployRun> {
+  const events = await StartEvents.open(o.engines, `${groupLabel}=${name}`);
+  try {
+    const running = untilStatus(o.store, name, allRunning(instances), 180_000);
+    // Awaited below; marked handled now so a failed POST does not leave an unhandled rejection.
+    running.catch(() => undefined);
+    const t0 = performance.now();
+    await post(o, groupSpec(name, instances, network));
+    const started = events.until((ev) => new Set(ev.map((e) => e.labels[instanceLabel])).size >= instances, 180_000, `${instances} instances of ${name}`);
+    const [statusAt, startedAt] = await Promise.all([running, started]);
+    const perNode: Record<string, number> = {};
+    for (const e of events.events) perNode[e.node] = (perNode[e.node] ?? 0) + 1;
+    return { statusMs: statusAt - t0, containersStartedMs: startedAt - t0, perNode };
+  } finally {
+    events.close();
+  }
+}
+
+/** `capstan orchestrator` with default options on a private etcd of its own. */
+async function startOrchestrator(cluster: string, engines: Record<string, Docker>): Promise<Orchestrator & { etcd: EtcdProcess }> {
+  const etcd = await startEtcd();
+  try {
+    const proc = await OrchestratorProcess.start({ storeUrl: `etcd://${etcd.endpoint}`, cluster });
+    return { proc, store: new EtcdStore({ endpoints: [etcd.endpoint] }), engines, etcd };
+  } catch (err) {
+    await etcd.stop();
+    throw err;
+  }
+}
+
+// ---- (a) ---------------------------------------------------------------------------------------
+
+type LegName = "capstan2" | "raw2" | "capstan1" | "raw1" | "swarm1";
+
+interface DeployFigures {
+  capstan2: DeployRun[];
+  raw2: number[];
+  capstan1: DeployRun[];
+  raw1: number[];
+  swarm1: SwarmRun[];
+}
+
+/** One round's result of each leg. */
+type Round = { [K in keyof DeployFigures]?: DeployFigures[K][number] };
+
+const attemptsPerRound = 3;
+
+async function deployLegs(duo: Orchestrator, solo: Orchestrator, engine: PrivateEngine, swarm: SwarmPeer): Promise<DeployFigures> {
+  const soloEngines = { [engine.name]: engine.docker };
+  const workload = { image: services.testImage, cmd: command, labels: { [benchLabel]: run }, networkMode: "none" };
+  const soloWorkload = { ...workload, networkMode: "default" };
+  const split = Object.fromEntries(
+    sharedNodes.map((n, i) => [n, Math.floor(instances / sharedNodes.length) + (i < instances % sharedNodes.length ? 1 : 0)]),
+  );
+  // Each leg cleans up after itself, also when it fails, so a round can be run again.
+  const legs: Record<LegName, (tag: string, round: Round) => Promise<string>> = {
+    capstan2: async (tag, round) => {
+      const name = `${run}-duo${tag}`;
+      try {
+        const d = (round.capstan2 = await capstanDeploy(duo, name, "none"));
+        return `capstan2 ${d.statusMs.toFixed(0)} ms (started ${d.containersStartedMs.toFixed(0)}, ${JSON.stringify(d.perNode)})`;
+      } finally {
+        await deleteGroup(duo, name);
+      }
+    },
+    raw2: async (tag, round) => {
+      try {
+        const ms = (round.raw2 = await rawCreateStart(shared, split, `${run}-raw${tag}`, workload, concurrency));
+        return `raw2 ${ms.toFixed(0)} ms`;
+      } finally {
+        await removeLabelled(shared, `${benchLabel}=${run}`, concurrency);
+      }
+    },
+    capstan1: async (tag, round) => {
+      const name = `${run}-solo${tag}`;
+      try {
+        const d = (round.capstan1 = await capstanDeploy(solo, name, "default"));
+        return `capstan1 ${d.statusMs.toFixed(0)} ms (started ${d.containersStartedMs.toFixed(0)})`;
+      } finally {
+        await deleteGroup(solo, name);
+      }
+    },
+    raw1: async (tag, round) => {
+      try {
+        const ms = (round.raw1 = await rawCreateStart(soloEngines, { [engine.name]: instances }, `${run}-raw${tag}`, soloWorkload, concurrency));
+        return `raw1 ${ms.toFixed(0)} ms`;
+      } finally {
+        await removeLabelled(soloEngines, `${benchLabel}=${run}`, concurrency);
+      }
+    },
+    swarm1: async (tag, round) => {
+      const service = `${run}-svc${tag}`;
+      const events = await StartEvents.open(soloEngines, "com.docker.swarm.service.name");
+      try {
+        const s = (round.swarm1 = await swarm.run(service, instances, services.testImage, command, events, 180_000));
+        return `swarm1 ${s.tasksRunningMs.toFixed(0)} ms (started ${s.containersStartedMs.toFixed(0)})`;
+      } finally {
+        events.close();
+        await swarm.remove(service, 180_000);
+      }
+    },
+  };
+  const order = Object.keys(legs) as LegName[];
+  const out: DeployFigures = { capstan2: [], raw2: [], capstan1: [], raw1: [], swarm1: [] };
+  // Round 0 warms up every path (sockets, JIT, engines' image layers); not counted.
+  for (let r = 0; r <= rounds; r++) {
+    const rotated = [...order.slice(r % order.length), ...order.slice(0, r % order.length)];
+    for (let attempt = 1; ; attempt++) {
+      const round: Round = {};
+      const lines: string[] = [];
+      try {
+        await enginesUp();
+        for (const leg of rotated) lines.push(await legs[leg](`${r}a${attempt}`, round));
+      } catch (err) {
+        // Another suite restarting a shared engine under us is the usual cause: the round is run
+        // again, whole, so the paired ratios compare legs of one round.
+        if (attempt === attemptsPerRound) throw err;
+        console.log(`round ${r} attempt ${attempt} failed (${(err as Error).message}); running it again`);
+        continue;
+      }
+      console.log(`${r === 0 ? "warm-up" : `round ${r}`}: ${lines.join("; ")}`);
+      if (r > 0) {
+        out.capstan2.push(round.capstan2!);
+        out.raw2.push(round.raw2!);
+        out.capstan1.push(round.capstan1!);
+        out.raw1.push(round.raw1!);
+        out.swarm1.push(round.swarm1!);
+      }
+      break;
+    }
+  }
+  return out;
+}
+
+// ---- (b) ---------------------------------------------------------------------------------------
+
+async function repairLatency(o: Orchestrator): Promise<number[]> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await enginesUp();
+      return await repairRun(o, `${run}-repair${attempt}`);
+    } catch (err) {
+      if (attempt === attemptsPerRound) throw err;
+      console.log(`repair attempt ${attempt} failed (${(err as Error).message}); running it again`);
+    }
+  }
+}
+
+async function repairRun(o: Orchestrator, name: string): Promise<number[]> {
+  // One instance per repair (a group of `repairs` instances, each repaired once), so no restart
+  // back-off of an instance is ever in play: this measures event -> reconcile -> create + start.
+  const size = repairs;
+  const events = await StartEvents.open(o.engines, `${groupLabel}=${name}`);
+  const out: number[] = [];
+  try {
+    const running = untilStatus(o.store, name, allRunning(size), 180_000);
+    running.catch(() => undefined); // awaited below
+    await post(o, groupSpec(name, size));
+    await running;
+    for (let i = 0; i < repairs; i++) {
+      const instance = String(i);
+      const [node, victim] = await findContainer(o.engines, name, instance);
+      const before = events.matching({ [instanceLabel]: instance }).length;
+      const t0 = performance.now();
+      await o.engines[node]!.getContainer(victim).remove({ force: true });
+      const at = await events.until(
+        (ev) => ev.filter((e) => e.labels[instanceLabel] === instance).length > before,
+        30_000,
+        `a replacement of ${name} instance ${instance}`,
+      );
+      out.push(at - t0);
+      // Back to steady state before the next one: all pods running per the status.
+      await untilStatus(o.store, name, allRunning(size), 30_000);
+    }
+  } finally {
+    events.close();
+    await deleteGroup(o, name);
+  }
+  return out;
+}
+
+async function findContainer(engines: Record<string, Docker>, group: string, instance: string): Promise<[string, string]> {
+  for (const [node, docker] of Object.entries(engines)) {
+    const list = await docker.listContainers({ filters: { label: [`${groupLabel}=${group}`, `${instanceLabel}=${instance}`], status: ["running"] } });
+    if (list[0]) return [node, list[0].Id];
+  }
+  throw new Error(`no running container of ${group} instance ${instance}`);
+}
+
+/**
+ * Waits until every shared engine answers: other suites restart n1/n2 now and then (allowed inside
+ * a test that needs it), and a leg begun on a restarting engine only measures the restart.
+ */
+async function enginesUp(timeoutMs = 120_000): Promise<void> {
+  await until("the shared engines to answer", timeoutMs, async () =>
+    (await Promise.all(Object.values(shared).map((d) => d.ping().then(() => true, () => false)))).every(Boolean),
+  500);
+}
+
+/** Force-removes every Capstan container of a group whose name starts with `prefix`. */
+async function removeGroupsOf(engines: Record<string, Docker>, prefix: string): Promise<void> {
+  await Promise.all(
+    Object.values(engines).map(async (docker) => {
+      const list = await docker.listContainers({ all: true, filters: { label: [groupLabel] } });
+      for (const c of list.filter((c) => c.Labels[groupLabel]?.startsWith(prefix))) {
+        await docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
+      }
+    }),
+  );
+}
+
+// ---- (c) ---------------------------------------------------------------------------------------
+
+interface Latencies {
+  /** CPU the orchestrator process used over the measured run (the etcd leg: none, 0). */
+  orchestratorCpuS: number;
+  /** CPU this process (the load generator) used. */
+  clientCpuS: number;
+  all: number[];
+  post: number[];
+  get: number[];
+  errors: number;
+  wallMs: number;
+}
+
+/** `total` operations, `concurrency` at a time: every 4th creates a group, the rest read one. */
+async function mixedLoad(
+  total: number,
+  create: (i: number) => Promise<boolean>,
+  read: (i: number) => Promise<boolean>,
+  server?: OrchestratorProcess,
+): Promise<Latencies> {
+  const out: Latencies = { orchestratorCpuS: 0, clientCpuS: 0, all: [], post: [], get: [], errors: 0, wallMs: 0 };
+  let next = 0;
+  const serverCpu0 = (await server?.cpuSeconds()) ?? 0;
+  const client0 = process.cpuUsage();
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: apiConcurrency }, async () => {
+      for (let i = next++; i < total; i = next++) {
+        const isPost = i % 4 === 0;
+        const s = performance.now();
+        const ok = await (isPost ? create(i) : read(i));
+        const ms = performance.now() - s;
+        out.all.push(ms);
+        (isPost ? out.post : out.get).push(ms);
+        if (!ok) out.errors++;
+      }
+    }),
+  );
+  out.wallMs = performance.now() - t0;
+  const client = process.cpuUsage(client0);
+  out.clientCpuS = (client.user + client.system) / 1e6;
+  out.orchestratorCpuS = ((await server?.cpuSeconds()) ?? 0) - serverCpu0;
+  return out;
+}
+
+async function apiLatency(o: Orchestrator, etcdEndpoint: string): Promise<{ api: Latencies; etcd: Latencies }> {
+  // Groups to read from the first request on; POSTed ones join the pool once answered.
+  const names: string[] = [];
+  for (let i = 0; i < apiConcurrency; i++) {
+    const name = `${run}-api-seed${i}`;
+    await post(o, groupSpec(name, 0));
+    names.push(name);
+  }
+  const pick = (i: number) => names[(i * 7919) % names.length]!;
+  // Warm-up: connections, JIT, the handlers' first calls.
+  await mixedLoad(200, async (i) => {
+    const name = `${run}-api-w${i}`;
+    const ok = (await api(o.proc.baseUrl, "POST", "/api/podgroups", groupSpec(name, 0))).status === 202;
+    if (ok) names.push(name);
+    return ok;
+  }, async (i) => (await api(o.proc.baseUrl, "GET", `/api/podgroups?name=${pick(i)}`)).status === 200);
+  const measured = await mixedLoad(
+    apiRequests,
+    async (i) => {
+      const name = `${run}-api-${i}`;
+      const ok = (await api(o.proc.baseUrl, "POST", "/api/podgroups", groupSpec(name, 0))).status === 202;
+      if (ok) names.push(name);
+      return ok;
+    },
+    async (i) => (await api(o.proc.baseUrl, "GET", `/api/podgroups?name=${pick(i)}`)).status === 200,
+    o.proc,
+  );
+
+  // The floor: the same mix as bare etcd operations, under keys of its own.
+  const client = new Etcd3({ hosts: `http://${etcdEndpoint}` });
+  const prefix = `/bench/${run}/`;
+  const value = JSON.stringify(groupSpec("x".repeat(40), 0));
+  try {
+    for (let i = 0; i < apiConcurrency; i++) await client.put(`${prefix}seed${i}`).value(value);
+    const create = async (i: number) => {
+      const key = `${prefix}k${i}`;
+      const r = await client.if(key, "Create", "==", 0).then(client.put(key).value(value)).commit();
+      return r.succeeded;
+    };
+    const read = async (i: number) => (await client.get(`${prefix}seed${i % apiConcurrency}`).string()) !== null;
+    await mixedLoad(200, (i) => create(-1 - i), read);
+    const etcd = await mixedLoad(apiRequests, create, read);
+    await client.delete().prefix(prefix);
+    return { api: measured, etcd };
+  } finally {
+    client.close();
+  }
+}
+
+// ---- (d) ---------------------------------------------------------------------------------------
+
+interface ScaleFigures {
+  rssEmptyMb: number;
+  startupEmptyCpuS: number;
+  rssMb: number;
+  startupSyncMs: number;
+  startupCpuS: number;
+  refreshCycleMs: number;
+  refreshCpuS: number;
+  idleCpuPerS: number;
+}
+
+async function until(what: string, timeoutMs: number, test: () => Promise<boolean>, everyMs = 100): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await test())) {
+    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms: ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+async function countKeys(store: Store, prefix: string): Promise<number> {
+  let n = 0;
+  let startAfter: string | undefined;
+  for (;;) {
+    const page = await store.list(prefix, { limit: 1000, startAfter });
+    n += page.items.length;
+    if (!page.more) return n;
+    startAfter = page.items.at(-1)!.key;
+  }
+}
+
+// Scrapes of /metrics cost the orchestrator CPU too: a few per second is enough resolution.
+const scrapeEveryMs = 250;
+const reconciles = (o: Orchestrator) => o.proc.metric("controller_runtime_reconcile_total", { controller: "podgroup" });
+const queueDepth = (o: Orchestrator) => o.proc.metric("workqueue_depth", { name: "podgroup" });
+
+/** Start-up with an empty store, for reference: RSS and CPU once ready and its first reconciles are done. */
+async function emptyFigures(o: Orchestrator): Promise<{ rssEmptyMb: number; startupEmptyCpuS: number }> {
+  await new Promise((r) => setTimeout(r, 1_000));
+  return { rssEmptyMb: (await o.proc.rssBytes()) / 2 ** 20, startupEmptyCpuS: await o.proc.cpuSeconds() };
+}
+
+/**
+ * (d). Replaces `o.proc` with a fresh orchestrator process over the full store (so clean-up stops
+ * whichever process is current).
+ */
+async function scaleFigures(o: Orchestrator & { etcd: EtcdProcess }, empty: { rssEmptyMb: number; startupEmptyCpuS: number }): Promise<ScaleFigures> {
+  // Top the store up to 5,000 groups through the API (the real write path), 16 at a time.
+  let next = await countKeys(o.store, keys.podGroups);
+  await Promise.all(
+    Array.from({ length: apiConcurrency }, async () => {
+      for (let i = next++; i < storedGroups; i = next++) await post(o, groupSpec(`${run}-z${i}`, 0));
+    }),
+  );
+  await until("a status record for every group", 300_000, async () => (await countKeys(o.store, keys.podGroupStatus)) >= storedGroups, 1_000);
+
+  // Start-up: the informers' initial list, then one reconcile of each group.
+  await o.proc.stop();
+  const t0 = performance.now();
+  o.proc = await OrchestratorProcess.start({
+    storeUrl: `etcd://${o.etcd.endpoint}`,
+    cluster: services.cluster,
+    args: ["-refresh-interval", `${refreshIntervalS}s`],
+  });
+  const proc = o.proc;
+  await until("start-up sync", 300_000, async () => (await reconciles(o)) >= storedGroups && (await queueDepth(o)) === 0, scrapeEveryMs);
+  const startupSyncMs = performance.now() - t0;
+  const startupCpuS = await proc.cpuSeconds();
+
+  // Idle CPU (lease renewals, node monitor, timers, these scrapes), over a window that ends well
+  // before the first periodic refresh can fall due (refresh interval - 10 % jitter - sync time).
+  const base = await reconciles(o);
+  const tBase = performance.now();
+  const cpuBase = await proc.cpuSeconds();
+  const idleWindowMs = 10_000;
+  await new Promise((r) => setTimeout(r, idleWindowMs));
+  const idleReconciles = (await reconciles(o)) - base;
+  const idleCpuPerS = ((await proc.cpuSeconds()) - cpuBase) / ((performance.now() - tBase) / 1000);
+
+  // One full periodic refresh: until every group has been reconciled once more and the queue is
+  // empty. Its CPU is what the process used from the end of the sync, less the idle rate over that
+  // time. Its duration runs from the first 1 % of the cycle's reconciles (a stray event-driven
+  // reconcile does not start it) to the end.
+  let cycleStart = 0;
+  await until(
+    "a full refresh cycle",
+    (refreshIntervalS * 3 + 120) * 1000,
+    async () => {
+      const n = (await reconciles(o)) - base - idleReconciles;
+      if (cycleStart === 0 && n >= storedGroups / 100) cycleStart = performance.now();
+      return n >= storedGroups && (await queueDepth(o)) === 0;
+    },
+    scrapeEveryMs,
+  );
+  const tEnd = performance.now();
+  const cpuEnd = await proc.cpuSeconds();
+  const refreshCpuS = cpuEnd - cpuBase - idleCpuPerS * ((tEnd - tBase) / 1000);
+  const rssMb = (await proc.rssBytes()) / 2 ** 20;
+  if (idleReconciles > 0) console.log(`note: ${idleReconciles} event-driven reconciles in the idle window`);
+  return { ...empty, rssMb, startupSyncMs, startupCpuS, refreshCycleMs: tEnd - cycleStart, refreshCpuS, idleCpuPerS };
+}
+
+// ---- main --------------------------------------------------------------------------------------
+
+/** Runs `body`, then every clean-up it registered, last first, even when it failed. */
+async function withCleanups<T>(body: (defer: (c: () => Promise<void>) => void) => Promise<T>): Promise<T> {
+  const cleanups: (() => Promise<void>)[] = [];
+  try {
+    return await body((c) => cleanups.push(c));
+  } finally {
+    for (const c of cleanups.reverse()) await c().catch((err: unknown) => console.error("cleanup:", err));
+  }
+}
+
+function stopOrchestrator(o: Orchestrator & { etcd: EtcdProcess }): () => Promise<void> {
+  return async () => {
+    await o.proc.stop();
+    await o.store.close();
+    await o.etcd.stop();
+  };
+}
+
+async function main(): Promise<void> {
+  await enginesUp();
+  await withCleanups(async (defer) => {
+    const duo = await startOrchestrator(services.cluster, shared);
+    defer(async () => {
+      await stopOrchestrator(duo)();
+      // Whatever an interrupted leg left behind: containers of this run's groups only.
+      await enginesUp();
+      await removeGroupsOf(shared, run);
+    });
+    const empty = await emptyFigures(duo);
+
+    // (a) with the private engine, Swarm and the single-engine orchestrator, all gone before (b):
+    // an idle swarm manager and a second orchestrator would only add noise to what follows.
+    const a = await withCleanups(async (deferA) => {
+      const engine = await startPrivateEngine({ rootfsTar: `${services.dir}/busybox-rootfs.tar`, image: services.testImage });
+      deferA(() => engine.stop());
+      const swarm = await SwarmPeer.init(engine.docker);
+      deferA(() => swarm.leave());
+      const solo = await startOrchestrator(`${engine.name}=${engine.endpoint}`, { [engine.name]: engine.docker });
+      deferA(stopOrchestrator(solo));
+      deferA(async () => {
+        await enginesUp();
+        await removeLabelled(shared, `${benchLabel}=${run}`, concurrency);
+      });
+      return deployLegs(duo, solo, engine, swarm);
+    });
+    const b = await repairLatency(duo);
+    console.log(`repair: ${b.map((ms) => ms.toFixed(0)).join(" ")} ms`);
+    const c = await apiLatency(duo, duo.etcd.endpoint);
+    console.log(`api: p50 ${percentile(c.api.all, 50).toFixed(1)} ms, p99 ${percentile(c.api.all, 99).toFixed(1)} ms, errors ${c.api.errors}`);
+    const d = await scaleFigures(duo, empty);
+
+    const med = (xs: number[]) => percentile(xs, 50);
+    const capstan2 = med(a.capstan2.map((x) => x.statusMs));
+    const capstan1 = med(a.capstan1.map((x) => x.statusMs));
+    const raw2 = med(a.raw2);
+    const raw1 = med(a.raw1);
+    const swarm1 = med(a.swarm1.map((x) => x.tasksRunningMs));
+    // The same comparisons made within each round, then the median: robust to load drifting
+    // between rounds on a shared machine.
+    const paired = (xs: number[], ys: number[]) => med(xs.map((x, i) => x / ys[i]!));
+    report({
+      bench: "orchestrator",
+      figures: {
+        instances,
+        rounds,
+        write_concurrency_per_engine: concurrency,
+        capstan_2engines_ms: capstan2,
+        capstan_2engines_started_ms: med(a.capstan2.map((x) => x.containersStartedMs)),
+        raw_2engines_ms: raw2,
+        capstan_1engine_ms: capstan1,
+        capstan_1engine_started_ms: med(a.capstan1.map((x) => x.containersStartedMs)),
+        raw_1engine_ms: raw1,
+        swarm_1engine_ms: swarm1,
+        swarm_1engine_started_ms: med(a.swarm1.map((x) => x.containersStartedMs)),
+        paired_capstan_over_raw: paired(a.capstan2.map((x) => x.statusMs), a.raw2),
+        paired_capstan_over_swarm: paired(a.capstan1.map((x) => x.statusMs), a.swarm1.map((x) => x.tasksRunningMs)),
+        paired_capstan_1engine_over_raw: paired(a.capstan1.map((x) => x.statusMs), a.raw1),
+        repair_median_ms: med(b),
+        repair_p90_ms: percentile(b, 90),
+        repair_max_ms: Math.max(...b),
+        api_p50_ms: percentile(c.api.all, 50),
+        api_p99_ms: percentile(c.api.all, 99),
+        api_post_p99_ms: percentile(c.api.post, 99),
+        api_get_p99_ms: percentile(c.api.get, 99),
+        api_requests_per_s: apiRequests / (c.api.wallMs / 1000),
+        api_errors: c.api.errors,
+        // Where the time goes on a 2-core machine: CPU per request of the orchestrator (API, and the
+        // controller reconciling each new group) and of this load generator.
+        api_orchestrator_cpu_ms_per_request: (c.api.orchestratorCpuS * 1000) / apiRequests,
+        api_client_cpu_ms_per_request: (c.api.clientCpuS * 1000) / apiRequests,
+        etcd_p50_ms: percentile(c.etcd.all, 50),
+        etcd_p99_ms: percentile(c.etcd.all, 99),
+        etcd_write_p99_ms: percentile(c.etcd.post, 99),
+        etcd_read_p99_ms: percentile(c.etcd.get, 99),
+        groups_stored: storedGroups,
+        rss_empty_mb: d.rssEmptyMb,
+        rss_5000_groups_mb: d.rssMb,
+        startup_5000_groups_ms: d.startupSyncMs,
+        startup_5000_groups_cpu_s: d.startupCpuS,
+        startup_empty_store_cpu_s: d.startupEmptyCpuS,
+        refresh_cycle_ms: d.refreshCycleMs,
+        refresh_cycle_cpu_s: d.refreshCpuS,
+        refresh_cpu_ms_per_group: (d.refreshCpuS * 1000) / storedGroups,
+        idle_cpu_s_per_s: d.idleCpuPerS,
+      },
+      ratios: {
+        capstan_over_raw: capstan2 / raw2,
+        capstan_over_swarm: capstan1 / swarm1,
+        capstan_1engine_over_raw: capstan1 / raw1,
+        capstan_2engines_over_swarm_1engine: capstan2 / swarm1,
+      },
+      targets: [
+        { name: "capstan_over_raw", kind: "max", value: 1.25 },
+        { name: "capstan_over_swarm", kind: "max", value: 1 },
+        { name: "repair_median_ms", kind: "max", value: 2_000 },
+        { name: "api_p99_ms", kind: "max", value: 25 },
+      ],
+      notes: [
+        `(a) ${instances} busybox containers (${command.join(" ")}); medians of ${rounds} rounds, order rotating`,
+        "(a) capstan_over_raw: 2 shared engines, NetworkMode none; capstan_over_swarm: one private engine each, NetworkMode default (Swarm runs only there)",
+        "(a) Capstan 'running' = its status record says every pod runs; Swarm = its task list; *_started_ms = the engines' start events",
+        `(b) a container force-removed, until the engine starts its replacement; ${repairs} repairs, one per instance`,
+        `(c) ${apiRequests} requests, 25% POST / 75% GET, ${apiConcurrency} at a time; etcd_* = the same mix as bare etcd ops`,
+        `(d) ${storedGroups} zero-instance groups; refresh interval ${refreshIntervalS}s; CPU from /proc/<pid>/stat`,
+      ],
+    });
+  });
+}
+
+await main();
