@@ -34,6 +34,7 @@ import type {
   Watch,
   WatchHandlers,
 } from "./store.ts";
+import { StoreLease } from "./lease.ts";
 
 export interface EtcdStoreOptions {
   /** "host:port" of each cluster member. */
@@ -239,7 +240,7 @@ export class EtcdStore implements Store {
     );
     if (response.error) throw new Error(`etcd refused to grant a lease: ${response.error}`);
     // etcd raises a TTL below its minimum (ceil(1.5 x election timeout), 2 s by default).
-    return new EtcdLease(this, String(response.ID), Number(response.TTL));
+    return new StoreLease(this, String(response.ID), Number(response.TTL));
   }
 
   async close(): Promise<void> {
@@ -324,22 +325,6 @@ export class EtcdStore implements Store {
 
   private assertOpen(): void {
     if (this.closed) throw new Error(`store ${this.description} is closed`);
-  }
-}
-
-class EtcdLease implements Lease {
-  constructor(
-    private readonly store: EtcdStore,
-    readonly id: string,
-    readonly ttlSeconds: number,
-  ) {}
-
-  keepAliveOnce(): Promise<number> {
-    return this.store.keepAliveOnce(this.id);
-  }
-
-  revoke(): Promise<void> {
-    return this.store.revokeLease(this.id);
   }
 }
 

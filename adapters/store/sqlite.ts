@@ -42,6 +42,7 @@ import type {
   WatchEvent,
   WatchHandlers,
 } from "./store.ts";
+import { StoreLease } from "./lease.ts";
 
 export interface SqliteStoreOptions {
   /** Database file (its directory is created), or ":memory:" for a private in-memory store. */
@@ -220,7 +221,7 @@ export class SqliteStore implements Store {
       return { id, expiresAt };
     });
     this.armLeaseTimer(id, expiresAt);
-    return new SqliteLease(this, String(id), ttlSeconds);
+    return new StoreLease(this, String(id), ttlSeconds);
   }
 
   async close(): Promise<void> {
@@ -509,22 +510,6 @@ class LogWriter {
     const lease = this.sql.getLease.get(id);
     if (!lease || lease.expires_at <= Date.now()) throw new LeaseLostError(leaseId);
     return id;
-  }
-}
-
-class SqliteLease implements Lease {
-  constructor(
-    private readonly store: SqliteStore,
-    readonly id: string,
-    readonly ttlSeconds: number,
-  ) {}
-
-  keepAliveOnce(): Promise<number> {
-    return this.store.keepAliveOnce(this.id);
-  }
-
-  revoke(): Promise<void> {
-    return this.store.revokeLease(this.id);
   }
 }
 

@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { keys } from "../../api/resources/keys.ts";
 import type { PodGroupStatus } from "../../api/resources/podgroup.ts";
 import type { Store } from "../../adapters/store/store.ts";
-import { freePort } from "./free-port.ts";
+import { freePort } from "../../cli/free-port.ts";
 
 const capstanBin = fileURLToPath(new URL("../../cli/bin/capstan.mjs", import.meta.url));
 /** Linux reports process CPU in clock ticks; USER_HZ is 100 on every architecture Node runs on. */

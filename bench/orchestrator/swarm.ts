@@ -11,7 +11,7 @@
 // the host keeps the interface and its route after the engine is gone.
 import type Docker from "dockerode";
 import type { StartEvents } from "./docker-events.ts";
-import { freePort } from "./free-port.ts";
+import { freePort } from "../../cli/free-port.ts";
 
 export const swarmServiceLabel = "com.docker.swarm.service.name";
 

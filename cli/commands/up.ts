@@ -10,7 +10,7 @@
 //
 // The leader key is the orchestrator's: `capstan up` and `capstan orchestrator` processes sharing
 // one etcd then elect a single leader between them, instead of both running the controllers.
-import { createServer } from "node:net";
+import { freePort } from "../free-port.ts";
 import { join } from "node:path";
 import { createLogger } from "../../runtime/log.ts";
 import { consoleSettings, installConsole } from "../console.ts";
@@ -72,16 +72,4 @@ export async function run(argv: string[]): Promise<number> {
 export function selfUrl(listen: { host: string; port: number }): string {
   const host = listen.host === "0.0.0.0" || listen.host === "" ? "127.0.0.1" : listen.host === "::" ? "::1" : listen.host;
   return `http://${host.includes(":") ? `[${host}]` : host}:${listen.port}`;
-}
-
-function freePort(host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, host, () => {
-      const address = probe.address();
-      const port = typeof address === "object" && address !== null ? address.port : 0;
-      probe.close(() => resolve(port));
-    });
-  });
 }

@@ -7,7 +7,7 @@
 //   await etcd.stop();       // kill and delete the data dir (call in afterAll)
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer } from "node:net";
+import { freePort } from "../../cli/free-port.ts";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -30,18 +30,6 @@ export interface StartEtcdOptions {
   progressNotifyInterval?: string;
   /** How long to wait for /health (default 15 s). */
   readyTimeoutMs?: number;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      const port = typeof addr === "object" && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 async function healthy(clientPort: number): Promise<boolean> {

@@ -14,6 +14,7 @@ import { layout, type Layout, type StoredPodGroup } from "../../../controllers/p
 import { LeaderElector } from "../../../runtime/leaderelection.ts";
 import { Manager } from "../../../runtime/manager.ts";
 import { loadServices, uniqueName } from "../../helpers/services.ts";
+import { pollUntil } from "../../helpers/poll.ts";
 
 const run = promisify(execFile);
 export const services = loadServices();
@@ -189,21 +190,10 @@ export class Harness {
   }
 
   /** Poll until `check` returns a value (not undefined/false), or fail with the last observation. */
-  async until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 30_000, everyMs = 100): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    let last: unknown;
-    for (;;) {
-      try {
-        const v = await check();
-        if (v !== undefined && v !== false) return v;
-        last = v;
-      } catch (e) {
-        last = e;
-      }
-      if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${String(last)})`);
-      await new Promise((r) => setTimeout(r, everyMs));
-    }
+  until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 30_000, everyMs = 100): Promise<T> {
+    return pollUntil(what, check, timeoutMs, everyMs);
   }
+
 
   /** Wait until the group has exactly `n` running containers at `version`, one per instance 0..n-1, and status agrees. */
   async converged(name: string, n: number, version: number, timeoutMs = 30_000): Promise<Actual[]> {

@@ -21,6 +21,7 @@ import type { Logger } from "../../../runtime/log.ts";
 import { Manager } from "../../../runtime/manager.ts";
 import { startEtcd, type EtcdProcess } from "../../helpers/etcd-process.ts";
 import { loadServices, socketPath, uniqueName } from "../../helpers/services.ts";
+import { pollUntil } from "../../helpers/poll.ts";
 
 export const services = loadServices();
 
@@ -189,21 +190,10 @@ export class Harness {
   }
 
   /** Poll until `check` returns a value (not undefined/false), or fail with the last observation. */
-  async until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 15_000, everyMs = 100): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    let last: unknown;
-    for (;;) {
-      try {
-        const v = await check();
-        if (v !== undefined && v !== false) return v;
-        last = v;
-      } catch (e) {
-        last = e;
-      }
-      if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${String(last)})`);
-      await new Promise((r) => setTimeout(r, everyMs));
-    }
+  until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 15_000, everyMs = 100): Promise<T> {
+    return pollUntil(what, check, timeoutMs, everyMs);
   }
+
 }
 
 function docker(node: string): Docker {
