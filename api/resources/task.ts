@@ -9,5 +9,27 @@ export interface RefreshTask {
   createdAt: string;
 }
 
-/** Drift tasks (PATCH /api/nodes?cmd=drift) join this union with the nodes issue. */
-export type Task = RefreshTask;
+/**
+ * Move instances off node `from` (PATCH /api/nodes?cmd=drift, or the node monitor when a node stays
+ * unreachable past -node-timeout). Carried out by the PodGroup controller (controllers/podgroup/
+ * drift.ts); deleted once no matching instance is left on `from`. docs/nodes-and-drift.md.
+ */
+export interface DriftTask {
+  id: string;
+  kind: "drift";
+  /** The node to move instances away from (it may have left the cluster already). */
+  from: string;
+  /** The node to move them to; absent: the scheduler chooses any node but `from`. */
+  to?: string;
+  /** Only this PodGroup. */
+  podGroup?: string;
+  /** Only this InstanceNo of podGroup. */
+  instance?: number;
+  /** Move stateful groups' instances too (their volumes stay behind on `from`). */
+  force: boolean;
+  /** "request": the API; "node-timeout": the node monitor (auto drift). */
+  reason: "request" | "node-timeout";
+  createdAt: string;
+}
+
+export type Task = RefreshTask | DriftTask;
