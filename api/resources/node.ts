@@ -16,5 +16,9 @@ export interface NodeRecord {
   containersRunning: number;
   engineVersion: string;
   error?: string;
+  /** Since when the node has been unreachable (RFC 3339), kept across monitor restarts; absent when ready. */
+  unreachableSince?: string;
+  /** The drift task the monitor wrote for this outage once it lasted -node-timeout (auto drift). */
+  autoDriftTask?: string;
   updatedAt: string;
 }
