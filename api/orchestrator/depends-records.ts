@@ -1,0 +1,117 @@
+// The Dependency API's reads and writes. Each write is one store transaction: create-only for a
+// new dependency, compare-and-swap on the key's modRevision for a change, so concurrent requests
+// on any replica never overwrite each other (a lost race re-reads and re-applies the change).
+import type { KeyValue, Store } from "../../adapters/store/store.ts";
+import { notAllowed, notFound, unavailable } from "../http/index.ts";
+import type { DependencyLayout, DependencyStatus, DependencyWithStatus, StoredDependency } from "../resources/dependency.ts";
+import type { StoredPodGroup } from "../resources/podgroup.ts";
+
+async function getDependency(store: Store, layout: DependencyLayout, name: string): Promise<{ record: StoredDependency; modRevision: number } | null> {
+  const kv = await store.get(layout.dependency(name));
+  if (kv === null) return null;
+  return { record: JSON.parse(kv.value) as StoredDependency, modRevision: kv.modRevision };
+}
+
+/** Store a new dependency; 409 AlreadyExists when the name is taken (or still being deleted). */
+export async function createDependency(store: Store, layout: DependencyLayout, record: StoredDependency): Promise<void> {
+  const key = layout.dependency(record.name);
+  const { succeeded } = await store.txn([{ key, target: "createRevision", equals: 0 }], [{ type: "put", key, value: JSON.stringify(record) }]);
+  if (succeeded) return;
+  const existing = await getDependency(store, layout, record.name);
+  if (existing?.record.deleting) {
+    throw notAllowed("AlreadyExists", `dependency ${record.name} is being deleted; create it again once GET answers 404`);
+  }
+  throw notAllowed("AlreadyExists", `dependency ${record.name} already exists; change it with PUT`);
+}
+
+/**
+ * Apply `change` with compare-and-swap, re-reading after a lost race. `change` returns the new
+ * record, or undefined when there is nothing to write; it may throw an ApiError, which ends the
+ * update unwritten. A missing dependency is a 404.
+ */
+export async function updateDependency(
+  store: Store,
+  layout: DependencyLayout,
+  name: string,
+  change: (current: StoredDependency) => StoredDependency | undefined,
+  maxAttempts = 64,
+): Promise<{ written: boolean; record: StoredDependency }> {
+  const key = layout.dependency(name);
+  for (let attempt = 0; attempt < maxAttempts; attempt++) {
+    const current = await getDependency(store, layout, name);
+    if (current === null) throw notFound(`dependency ${name} not found`);
+    const next = change(current.record);
+    if (next === undefined) return { written: false, record: current.record };
+    const { succeeded } = await store.put(key, JSON.stringify(next), { expect: [{ key, target: "modRevision", equals: current.modRevision }] });
+    if (succeeded) return { written: true, record: next };
+  }
+  throw unavailable(`dependency ${name} is being changed by too many concurrent requests; retry`);
+}
+
+/** Names of the stored PodGroups (deleting ones included) whose pod lists `name`, sorted. */
+export async function dependentsOf(store: Store, layout: DependencyLayout, name: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const kv of (await listAll(store, layout.podGroups)).items) {
+    let group: StoredPodGroup;
+    try {
+      group = JSON.parse(kv.value) as StoredPodGroup;
+    } catch {
+      continue; // unreadable: the PodGroup controller reports it; it deploys nothing either
+    }
+    if (group.pod?.dependencies?.some((d) => d.podName === name)) out.push(group.name + (group.deleting ? " (being deleted)" : ""));
+  }
+  return out.sort();
+}
+
+export async function getDependencyWithStatus(store: Store, layout: DependencyLayout, name: string): Promise<DependencyWithStatus | null> {
+  const [spec, status] = await Promise.all([store.get(layout.dependency(name)), store.get(layout.statusOf(name))]);
+  if (spec === null) return null;
+  return withStatus(JSON.parse(spec.value) as StoredDependency, status === null ? null : parseStatus(status.value));
+}
+
+/** Every dependency with its status, read at one store revision, in name order. */
+export async function listDependenciesWithStatus(store: Store, layout: DependencyLayout): Promise<DependencyWithStatus[]> {
+  const specs = await listAll(store, layout.depends);
+  const statuses = new Map<string, DependencyStatus | "unreadable">();
+  for (const kv of (await listAll(store, layout.status, specs.revision)).items) statuses.set(kv.key.slice(layout.status.length), parseStatus(kv.value));
+  return specs.items.map((kv) => {
+    const spec = JSON.parse(kv.value) as StoredDependency;
+    return withStatus(spec, statuses.get(spec.name) ?? null);
+  });
+}
+
+function withStatus(spec: StoredDependency, status: DependencyStatus | "unreadable" | null): DependencyWithStatus {
+  const removing = spec.deleting !== undefined;
+  if (status === null || status === "unreadable") {
+    const lastError = status === "unreadable" ? "the status record is not valid JSON; the controller rewrites it" : "";
+    return { spec, state: removing ? "removing" : "idle", lastError, updatedAt: spec.updatedAt, pods: [] };
+  }
+  const { internal: _internal, ...shown } = status;
+  return { spec, ...shown, state: removing ? "removing" : shown.state };
+}
+
+function parseStatus(value: string): DependencyStatus | "unreadable" {
+  try {
+    const v = JSON.parse(value) as DependencyStatus;
+    return v && typeof v === "object" && Array.isArray(v.pods) ? v : "unreadable";
+  } catch {
+    return "unreadable";
+  }
+}
+
+const pageSize = 1000;
+
+async function listAll(store: Store, prefix: string, revision?: number): Promise<{ items: KeyValue[]; revision: number | undefined }> {
+  const items: KeyValue[] = [];
+  let startAfter: string | undefined;
+  let at = revision;
+  for (;;) {
+    const page = await store.list(prefix, { limit: pageSize, ...(at !== undefined && { revision: at }), ...(startAfter !== undefined && { startAfter }) });
+    at ??= page.revision;
+    items.push(...page.items);
+    const last = page.items.at(-1);
+    if (!page.more || last === undefined) break;
+    startAfter = last.key;
+  }
+  return { items, revision: at };
+}

@@ -1,0 +1,99 @@
+// How dependency containers are named and labelled, and how a container found on an engine is
+// traced back to (dependency, scope, version, container index) without the store. Pure functions.
+//
+//   name    <dep>.v<version>-<node> (node-level) or <dep>.v<version>-<node>-<scope>
+//           (namespace-level), plus -c<index> for the 2nd+ container
+//   labels  io.capstan.dependency, .namespace (the scope; "" for node-level), .node, .version,
+//           .container-index, .format
+//
+// The dependency label is NOT io.capstan.podgroup, so the PodGroup controller (which watches by
+// that label) never takes a dependency pod for one of its instances. The ONE constant
+// `labelKeys.dependency` is used to label containers, to filter the container cache's
+// subscription and relists, to index it, and to sweep the engines: the original system labelled
+// its dependency containers differently from what its refresh looked them up by, found none, and
+// redeployed them forever (original-system.md 1.9, 5.8).
+//
+// A container that carries io.capstan.dependency but not io.capstan.format=2 is of an older data
+// format: its version comes from its label or name, its scope from its namespace label; the
+// controller upgrades it (replaces it with a current one, in the manner of a spec update).
+
+export const labelKeys = {
+  dependency: "io.capstan.dependency",
+  namespace: "io.capstan.namespace",
+  node: "io.capstan.node",
+  version: "io.capstan.version",
+  containerIndex: "io.capstan.container-index",
+  format: "io.capstan.format",
+} as const;
+
+/** The data format containers are created with now (the PodGroup controller's too). */
+export const currentFormat = "2";
+
+/** One dependency pod's place: the node it runs on and the namespace it serves ("" = all). */
+export interface Slot {
+  node: string;
+  scope: string;
+}
+
+/** Map key of a slot; "|" appears in neither node nor namespace names. */
+export function slotKey(s: Slot): string {
+  return `${s.node}|${s.scope}`;
+}
+
+export function parseSlotKey(key: string): Slot {
+  const i = key.indexOf("|");
+  return { node: key.slice(0, i), scope: key.slice(i + 1) };
+}
+
+export interface DependencyContainerRef extends Slot {
+  dependency: string;
+  version: number;
+  /** 0 for the pod's first container. */
+  index: number;
+}
+
+export function containerName(r: DependencyContainerRef): string {
+  const scope = r.scope === "" ? "" : `-${r.scope}`;
+  return `${r.dependency}.v${r.version}-${r.node}${scope}${r.index > 0 ? `-c${r.index}` : ""}`;
+}
+
+export function containerLabels(r: DependencyContainerRef): Record<string, string> {
+  return {
+    [labelKeys.dependency]: r.dependency,
+    [labelKeys.namespace]: r.scope,
+    [labelKeys.node]: r.node,
+    [labelKeys.version]: String(r.version),
+    [labelKeys.containerIndex]: String(r.index),
+    [labelKeys.format]: currentFormat,
+  };
+}
+
+export interface DependencyIdentity extends DependencyContainerRef {
+  /** io.capstan.format, or "1" when it is missing (older data format). */
+  format: string;
+}
+
+const versionInName = /\.v(\d{1,9})-/;
+const indexInName = /-c(\d{1,2})$/;
+
+function count(text: string | undefined): number | undefined {
+  return text !== undefined && /^\d{1,9}$/.test(text) ? Number(text) : undefined;
+}
+
+/**
+ * Whose pod a container is, or undefined when it is not one of `dependency`'s containers or its
+ * version cannot be read. The node is where the engine reports it, never a label (a label can
+ * only be wrong).
+ */
+export function identify(
+  c: { node: string; name: string; labels: Readonly<Record<string, string>> },
+  dependency: string,
+): DependencyIdentity | undefined {
+  const l = c.labels;
+  if (l[labelKeys.dependency] !== dependency) return undefined;
+  const format = l[labelKeys.format] ?? "1";
+  const version = count(l[labelKeys.version]) ?? (format === currentFormat ? undefined : count(versionInName.exec(c.name)?.[1]));
+  const index = count(l[labelKeys.containerIndex]) ?? (format === currentFormat ? undefined : (count(indexInName.exec(c.name)?.[1]) ?? 0));
+  if (version === undefined || index === undefined) return undefined;
+  return { dependency, node: c.node, scope: l[labelKeys.namespace] ?? "", version, index, format };
+}

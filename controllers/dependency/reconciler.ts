@@ -1,0 +1,749 @@
+// Reconcile(name): a dependency's desired state (its spec, and the reference counts derived from
+// PodGroup specs and statuses) vs actual (the container cache, corrected by inspects) -> the next
+// safe steps -> status. Level-triggered: correct whenever it runs, however often, after a crash
+// at any point. The operations table it implements is in docs/dependencies.md.
+//
+// Per slot (node, scope) the status keeps refCount, verifyTime and deployStartedAt. Each pass
+// compares the derived count with the stored one:
+//   no record, count > 0          add:    deploy the pod; verifyTime = deployStartedAt = now
+//   count went up or down         add / remove: refCount = count, verifyTime = now; never removed here
+//   count unchanged > 0, refresh  verify: verifyTime = now
+//   count 0                       reclaimed once now >= max(verifyTime, deployStartedAt) + gc
+//
+// Invariants, with where they are kept:
+// - D1 a pod is reclaimed only when its count is 0 AND the GC time has passed since both its
+//   verifyTime and its deployStartedAt (converge). Both times are in the store, and counts are
+//   rebuilt from complete caches before any reconcile runs (reference-index.ts), so a restart
+//   reclaims nothing early; every count-0 pod requeues for its reclaim time, so nothing is kept
+//   forever either.
+// - D2 one pod per slot: names are deterministic (a second create is a 409 and is adopted), and
+//   every other container of the slot is an extra of classify() and removed.
+// - D3 an upgrade (spec version or data format) replaces one pod at a time, its intent persisted
+//   before each step ({slot, phase: "removing"} before the removal, {phase: "removed", at} after),
+//   so a restart neither skips the update wait nor replaces two pods at once.
+// - D4 a container whose node is unreachable is unknown, not missing: nothing is deployed,
+//   removed or reclaimed for that slot until the node is back.
+// - D5 the status is written only when it changed, with compare-and-swap on its modRevision; the
+//   pass waits for the status informer to reflect its own last write before reading it again.
+import PQueue from "p-queue";
+import type { CachedContainer, ContainerCache } from "../../adapters/cluster/container-cache.ts";
+import {
+  ConflictError,
+  NotFoundError,
+  matchesFilters,
+  parsePlacementFilters,
+  type Cluster,
+  type NodeResources,
+} from "../../adapters/cluster/index.ts";
+import type { Store } from "../../adapters/store/store.ts";
+import type { DependencyLayout, DependencyPodStatus, DependencyState, DependencyStatus } from "../../api/resources/dependency.ts";
+import type { ContainerStatus } from "../../api/resources/podgroup.ts";
+import type { Clock } from "../../runtime/clock.ts";
+import { withDeadline } from "../../runtime/deadline.ts";
+import type { Informer } from "../../runtime/informer.ts";
+import type { Logger } from "../../runtime/log.ts";
+import type { ReconcileContext, Result } from "../../runtime/result.ts";
+import { filtersFor, killTimeoutOf, planContainer, restartDelayMs } from "./container-spec.ts";
+import { currentFormat, identify, labelKeys, parseSlotKey, type Slot } from "./naming.ts";
+import { classify, podComplete, podContainers, podRunning, podStale, slotContainers, type DependencyView, type Pod } from "./observe.ts";
+import type { ReferenceIndex } from "./reference-index.ts";
+import {
+  decodeStatus,
+  readInternal,
+  readSlotRecord,
+  type Internal,
+  type SlotMemory,
+  type SlotRecord,
+  type SpecEntry,
+  type StatusEntry,
+  type StoredDependency,
+} from "./stored.ts";
+
+export interface RestartBackoff {
+  initialMs: number;
+  maxMs: number;
+  resetAfterMs: number;
+}
+
+export interface DependencyReconcilerOptions {
+  store: Store;
+  cluster: Cluster;
+  cache: ContainerCache;
+  specs: Informer<SpecEntry>;
+  statuses: Informer<StatusEntry>;
+  references: ReferenceIndex;
+  layout: DependencyLayout;
+  /** Unreferenced pods are reclaimed after this long (-depends-gc). */
+  gcMs: number;
+  /** Wait between removing a pod and deploying its new version (-update-wait). */
+  updateWaitMs: number;
+  refreshIntervalMs: number;
+  backoff: RestartBackoff;
+  /** Wall clock (ms since the epoch): persisted times must mean the same after a restart. */
+  now: () => number;
+  random: () => number;
+  clock: Clock;
+  callTimeoutMs: number;
+}
+
+/** Someone else wrote the status between our read and our write: re-read and try again. */
+export class StatusConflictError extends Error {
+  override readonly name = "StatusConflictError";
+}
+
+/** A container of our name exists on the node but is not this pod's. */
+export class ForeignContainerError extends Error {
+  override readonly name = "ForeignContainerError";
+}
+
+interface Memory {
+  statusRevision: number;
+  nextFullRefreshAt: number;
+}
+
+const asap = 1;
+const unreachableRecheckMs = 5_000;
+const nodesTtlMs = 30_000;
+
+export class DependencyReconciler {
+  private readonly memory = new Map<string, Memory>();
+  private nodesCache: { at: number; nodes: NodeResources[] } | undefined;
+
+  constructor(readonly o: DependencyReconcilerOptions) {}
+
+  /** Revision of our last status write (the status source skips its own echo). */
+  lastStatusRevision(name: string): number | undefined {
+    return this.memory.get(name)?.statusRevision;
+  }
+
+  readonly reconcile = async (name: string, ctx: ReconcileContext): Promise<Result | void> => {
+    const mem = this.memory.get(name) ?? { statusRevision: 0, nextFullRefreshAt: 0 };
+    this.memory.set(name, mem);
+    const status = await this.readStatus(name, mem, ctx.signal);
+    const specEntry = this.o.specs.get(this.o.layout.dependency(name));
+    const containers = this.o.cache.byLabel(labelKeys.dependency, name);
+    if (!specEntry && !status && containers.length === 0) {
+      this.memory.delete(name);
+      return;
+    }
+    if (specEntry && !specEntry.spec) {
+      // A spec we cannot read must not look deleted: touch nothing, say why.
+      const prev = status?.status;
+      const next: DependencyStatus = {
+        ...(prev ?? { pods: [], state: "degraded", lastError: "", updatedAt: "" }),
+        state: "degraded",
+        lastError: `the stored spec cannot be read (${specEntry.invalid}); nothing is changed until it is fixed`,
+        updatedAt: new Date(this.o.now()).toISOString(),
+      };
+      await this.writeStatus(name, mem, status, next);
+      return;
+    }
+    return new Pass(this, name, specEntry, status, mem, ctx).run();
+  };
+
+  private async readStatus(name: string, mem: Memory, signal: AbortSignal): Promise<StatusEntry | undefined> {
+    const { statuses, layout, store } = this.o;
+    if (mem.statusRevision > statuses.cacheRevision()) {
+      try {
+        await statuses.waitForRevision(mem.statusRevision, signal, 5_000);
+      } catch (e) {
+        if (signal.aborted) throw e;
+        const kv = await store.get(layout.statusOf(name));
+        return kv ? decodeStatus(kv) : undefined;
+      }
+    }
+    return statuses.get(layout.statusOf(name));
+  }
+
+  /** D5: compare-and-swap, only when changed. Returns the entry now stored. */
+  async writeStatus(name: string, mem: Memory, prev: StatusEntry | undefined, next: DependencyStatus): Promise<StatusEntry> {
+    if (prev && sameStatus(prev.status, next)) return prev;
+    const key = this.o.layout.statusOf(name);
+    const res = await this.o.store.put(key, JSON.stringify(next), { expect: [{ key, target: "modRevision", equals: prev?.modRevision ?? 0 }] });
+    if (!res.succeeded) throw new StatusConflictError(`status of dependency ${name} changed since it was read; retrying`);
+    mem.statusRevision = res.revision;
+    return { name, status: next, modRevision: res.revision };
+  }
+
+  /** Delete spec and status in one transaction, each only if unchanged since read. */
+  async deleteKeys(name: string, mem: Memory, spec: SpecEntry | undefined, status: StatusEntry | undefined): Promise<void> {
+    const { layout, store } = this.o;
+    const compares = [];
+    const ops = [];
+    if (status) {
+      compares.push({ key: layout.statusOf(name), target: "modRevision" as const, equals: status.modRevision });
+      ops.push({ type: "delete" as const, key: layout.statusOf(name) });
+    }
+    if (spec) {
+      compares.push({ key: layout.dependency(name), target: "modRevision" as const, equals: spec.modRevision });
+      ops.push({ type: "delete" as const, key: layout.dependency(name) });
+    }
+    if (ops.length === 0) return;
+    const res = await store.txn(compares, ops);
+    if (!res.succeeded) throw new StatusConflictError(`dependency ${name} changed while its removal finished; retrying`);
+    mem.statusRevision = res.revision;
+  }
+
+  /** Node resources (labels for filters, addresses for status), reused for a while: they rarely change. */
+  async nodes(signal: AbortSignal): Promise<NodeResources[]> {
+    const { clock, cluster, callTimeoutMs } = this.o;
+    const c = this.nodesCache;
+    if (c && clock.now() - c.at < nodesTtlMs && !c.nodes.some((n) => n.state !== "ready" && this.reachable(n.name))) return c.nodes;
+    const nodes = await withDeadline(cluster.nodes({ signal }), callTimeoutMs, clock, "list nodes", signal);
+    this.nodesCache = { at: clock.now(), nodes };
+    return nodes;
+  }
+
+  address(node: string): string {
+    return this.nodesCache?.nodes.find((n) => n.name === node)?.address ?? "";
+  }
+
+  /** Whether the node's event stream is up, so that its containers in the cache are current. */
+  reachable(node: string): boolean {
+    return this.o.cache.nodeState(node) === "ready";
+  }
+
+  forget(name: string): void {
+    this.memory.delete(name);
+  }
+}
+
+/** One reconcile of one dependency. */
+class Pass {
+  private readonly o: DependencyReconcilerOptions;
+  private readonly log: Logger;
+  private readonly signal: AbortSignal;
+  private readonly now: number;
+  private readonly spec: StoredDependency | undefined;
+  private readonly internal: Internal;
+  private view!: DependencyView;
+  /** The pods this pass keeps a record of, by slot key (D1's bookkeeping). */
+  private readonly records = new Map<string, SlotRecord>();
+  private readonly wakeups: number[] = [];
+  private readonly notes: string[] = [];
+  private statusEntry: StatusEntry | undefined;
+
+  constructor(
+    private readonly r: DependencyReconciler,
+    private readonly name: string,
+    private readonly specEntry: SpecEntry | undefined,
+    status: StatusEntry | undefined,
+    private readonly mem: Memory,
+    ctx: ReconcileContext,
+  ) {
+    this.o = r.o;
+    this.log = ctx.log;
+    this.signal = ctx.signal;
+    this.now = this.o.now();
+    this.spec = specEntry?.spec;
+    this.statusEntry = status;
+    this.internal = readInternal(status?.status);
+  }
+
+  async run(): Promise<Result | void> {
+    const full = this.fullRefreshDue();
+    await this.inspect(full);
+    this.observe();
+    const spec = this.spec;
+    if (!spec || spec.deleting) return this.remove(spec?.deleting?.force ?? false);
+    await this.converge(spec, full);
+    this.observe();
+    await this.writeStatus(false);
+    return this.result();
+  }
+
+  // ---- observation ----------------------------------------------------------------------------
+
+  private fullRefreshDue(): boolean {
+    const due = this.now >= this.mem.nextFullRefreshAt;
+    if (due) this.mem.nextFullRefreshAt = this.now + this.o.refreshIntervalMs * (0.9 + 0.2 * this.o.random());
+    this.wakeups.push(this.mem.nextFullRefreshAt);
+    return due;
+  }
+
+  private containers(): CachedContainer[] {
+    return this.o.cache.byLabel(labelKeys.dependency, this.name);
+  }
+
+  /** Runtime data is corrected from the engines: everything on a full refresh, else what is incomplete. */
+  private async inspect(full: boolean): Promise<void> {
+    const { cache, cluster } = this.o;
+    const todo = this.containers().filter((c) => this.r.reachable(c.node) && (full || needsDetails(c)));
+    const q = new PQueue({ concurrency: 8 });
+    await Promise.all(
+      todo.map((c) =>
+        q.add(async () => {
+          try {
+            cache.recordDetails(await cluster.inspect(c, { signal: this.signal }), c.generation);
+          } catch (e) {
+            if (e instanceof NotFoundError && e.resource === "container") cache.recordRemoved(c.node, c.id);
+            else if (this.signal.aborted) throw e;
+            else this.log.warn({ err: e, container: c.name }, "inspect failed");
+          }
+        }),
+      ),
+    );
+  }
+
+  private observe(): void {
+    const version = this.spec?.version ?? Number.MAX_SAFE_INTEGER;
+    this.view = classify(this.containers(), this.name, version, this.spec?.containers.length ?? 0);
+  }
+
+  private slotMemory(key: string): SlotMemory {
+    return this.internal.slots[key] ?? { restarts: 0, failures: 0 };
+  }
+
+  private setSlotMemory(key: string, m: SlotMemory): void {
+    this.internal.slots[key] = m;
+  }
+
+  private wakeAt(at: number): void {
+    this.wakeups.push(at);
+  }
+
+  private reclaimAt(rec: SlotRecord): number {
+    return Math.max(rec.verifyTime, rec.deployStartedAt) + this.o.gcMs;
+  }
+
+  // ---- the steps ------------------------------------------------------------------------------
+
+  private async converge(spec: StoredDependency, full: boolean): Promise<void> {
+    for (const c of this.view.unidentified) {
+      this.notes.push(`container ${c.name} on ${c.node} is labelled ${labelKeys.dependency}=${this.name} but its version cannot be read; left alone`);
+    }
+    const counts = this.o.references.of(this.name);
+    const previous = new Map<string, SlotRecord>();
+    for (const p of this.statusEntry?.status?.pods ?? []) {
+      const rec = readSlotRecord(p);
+      if (rec) previous.set(`${p.node}|${p.namespace}`, rec);
+    }
+    const reclaim: string[] = [];
+    const keys = [...new Set([...previous.keys(), ...counts.keys(), ...this.view.slots.keys()])].sort();
+    for (const key of keys) {
+      const n = counts.get(key) ?? 0;
+      const prev = previous.get(key);
+      let rec: SlotRecord;
+      if (!prev) {
+        if (n === 0 && slotContainers(this.view.slots.get(key)).length === 0) continue;
+        // add (the first reference), or a pod found without a record (its record was lost):
+        // counted from now, so an adopted pod is never reclaimed early either.
+        rec = { refCount: n, verifyTime: this.now, deployStartedAt: this.now };
+        this.log.info({ slot: key, refCount: n }, n > 0 ? "first reference: pod wanted" : "unreferenced pod adopted");
+      } else if (prev.refCount !== n) {
+        rec = { ...prev, refCount: n, verifyTime: this.now }; // add / remove
+        this.log.info({ slot: key, from: prev.refCount, to: n }, "reference count changed");
+      } else if (n > 0 && full) {
+        rec = { ...prev, verifyTime: this.now }; // verify
+      } else {
+        rec = prev;
+      }
+      this.records.set(key, rec);
+      if (n === 0) {
+        const at = this.reclaimAt(rec);
+        if (this.now >= at) reclaim.push(key);
+        else this.wakeAt(at);
+      }
+    }
+    const reclaiming = new Set(reclaim);
+    const rolloutRemoval = await this.rollout(spec, reclaiming);
+
+    const work: Promise<void>[] = [];
+    for (const key of reclaim) work.push(this.reclaim(spec, key));
+    if (rolloutRemoval !== undefined) work.push(this.removeSlot(spec, rolloutRemoval, false));
+    const q = new PQueue({ concurrency: 8 });
+    for (const key of this.records.keys()) {
+      if (reclaiming.has(key) || key === rolloutRemoval) continue;
+      work.push(q.add(() => this.maintain(spec, key)));
+    }
+    await settleAll(work);
+    if (rolloutRemoval !== undefined && this.internal.rollout?.phase === "removing") {
+      // D3: the old pod is gone now; the update wait starts.
+      this.internal.rollout = { ...this.internal.rollout, phase: "removed", at: this.o.now() };
+      this.wakeAt(this.internal.rollout.at + this.o.updateWaitMs);
+    }
+  }
+
+  /** D1: the pod's time is up. Removed (stop, then remove, then a sweep of its node), record dropped. */
+  private async reclaim(spec: StoredDependency, key: string): Promise<void> {
+    const { node } = parseSlotKey(key);
+    if (!this.r.reachable(node)) {
+      this.notes.push(`pod on ${node} is due for reclaiming, but ${node} is unreachable; waiting for it`);
+      this.wakeAt(this.now + unreachableRecheckMs);
+      return;
+    }
+    await this.removeSlot(spec, key, false);
+    this.records.delete(key);
+    delete this.internal.slots[key];
+    this.log.info({ slot: key }, "unreferenced pod reclaimed");
+  }
+
+  /**
+   * The upgrade step (D3). Returns the slot whose old pod must be removed in this pass, if any
+   * (its intent is already persisted).
+   */
+  private async rollout(spec: StoredDependency, reclaiming: ReadonlySet<string>): Promise<string | undefined> {
+    const version = spec.version;
+    let ro = this.internal.rollout;
+    if (ro && (!this.records.has(ro.slot) || reclaiming.has(ro.slot))) ro = undefined;
+    if (ro && ro.toVersion !== version) ro = { ...ro, toVersion: version };
+    this.internal.rollout = ro;
+    if (ro) {
+      const kept = this.view.slots.get(ro.slot)?.kept;
+      if (!this.r.reachable(parseSlotKey(ro.slot).node)) return undefined; // D4
+      if (kept && podStale(kept, version)) {
+        if (ro.phase === "removing") return ro.slot; // intent persisted by an earlier pass
+        this.internal.rollout = { ...ro, phase: "removing", at: this.now };
+        await this.writeStatus(true);
+        return ro.slot;
+      }
+      if (!kept) {
+        // Removed before a crash, or behind our back: the wait starts now (never shorter).
+        if (ro.phase === "removing") this.internal.rollout = { ...ro, phase: "removed", at: this.now };
+        const until = this.internal.rollout!.at + this.o.updateWaitMs;
+        if (this.now < until) this.wakeAt(until);
+        return undefined; // maintain() deploys it once the wait is over
+      }
+      if (!(podRunning(kept) && podComplete(kept, spec.containers.length))) return undefined; // a start or event wakes us
+      this.internal.rollout = undefined; // this pod is done
+    }
+    const stale = [...this.records.keys()].filter((k) => {
+      const kept = this.view.slots.get(k)?.kept;
+      return !reclaiming.has(k) && kept !== undefined && podStale(kept, version) && this.r.reachable(parseSlotKey(k).node);
+    });
+    if (stale.length === 0) return undefined;
+    // A pod that is down anyway goes first: replacing it costs no availability.
+    const next = stale.find((k) => !podRunning(this.view.slots.get(k)!.kept!)) ?? stale[0]!;
+    this.internal.rollout = { slot: next, toVersion: version, phase: "removing", at: this.now };
+    this.setSlotMemory(next, { restarts: 0, failures: 0 }); // the new version starts with a clean slate
+    await this.writeStatus(true); // D3: intent first
+    this.log.info({ slot: next, toVersion: version }, "upgrading dependency pod");
+    return next;
+  }
+
+  /** Deploy, complete, start or restart the slot's pod; remove its extras. */
+  private async maintain(spec: StoredDependency, key: string): Promise<void> {
+    const slot = parseSlotKey(key);
+    if (!this.r.reachable(slot.node)) return; // D4
+    const v = this.view.slots.get(key);
+    if (v && v.extras.length > 0) await this.removeContainers(v.extras.map((o) => o.c), killTimeoutOf(spec), false);
+    const ro = this.internal.rollout;
+    const kept = v?.kept;
+    if (ro?.slot === key && !kept && this.now < ro.at + this.o.updateWaitMs) return; // D3: the wait
+    let m = this.slotMemory(key);
+    const podSize = spec.containers.length;
+    if (!kept) {
+      if (m.nextDeployAt !== undefined && this.now < m.nextDeployAt) {
+        this.wakeAt(m.nextDeployAt);
+        return;
+      }
+      await this.deploy(spec, key, slot, Array.from({ length: podSize }, (_, k) => k));
+      return;
+    }
+    if (kept.version === spec.version && !podComplete(kept, podSize)) {
+      await this.deploy(spec, key, slot, Array.from({ length: podSize }, (_, k) => k).filter((k) => !kept.containers.has(k)));
+      return;
+    }
+    if (podRunning(kept)) {
+      if (m.lastError !== undefined || m.failures > 0 || m.nextAttemptAt !== undefined) {
+        // Running again: the back-off starts over only after a long enough run (resetAfterMs).
+        const since = Math.max(...podContainers(kept).map((o) => o.c.startedAt ?? this.now));
+        const ok = this.now - since >= this.o.backoff.resetAfterMs;
+        const { lastError: _e, nextAttemptAt: _a, nextDeployAt: _d, ...rest } = m;
+        this.setSlotMemory(key, ok ? { ...rest, failures: 0 } : rest);
+      }
+      return;
+    }
+    const cs = podContainers(kept).map((o) => o.c);
+    if (cs.some((c) => c.state === "restarting" || c.state === "removing")) {
+      this.wakeAt(this.now + 1_000); // the engine is busy with it
+      return;
+    }
+    if (cs.some((c) => c.state === "paused")) {
+      this.setSlotMemory(key, { ...m, lastError: "paused behind Capstan's back; unpause it (docker unpause)" });
+      return;
+    }
+    // Dead or exited: restarted, always (a dependency has no restart policy), with back-off.
+    const stopped = cs.filter((c) => c.state === "exited" || c.state === "dead");
+    if (stopped.length > 0) {
+      const last = stopped.reduce((a, b) => ((a.finishedAt ?? 0) >= (b.finishedAt ?? 0) ? a : b));
+      const exitKey = `${last.id}#${m.restarts}`;
+      if (m.lastExit !== exitKey) {
+        const ran = last.startedAt !== undefined && last.finishedAt !== undefined ? last.finishedAt - last.startedAt : 0;
+        const failures = (ran >= this.o.backoff.resetAfterMs ? 0 : m.failures) + 1;
+        const at = Math.min(last.finishedAt ?? this.now, this.now) + restartDelayMs(failures, this.o.backoff);
+        const code = last.exitCode === undefined ? "an unknown code" : `code ${last.exitCode}`;
+        m = { ...m, failures, lastExit: exitKey, nextAttemptAt: at, lastError: `${last.name} exited with ${code}; restart ${m.restarts + 1} at ${new Date(at).toISOString()}` };
+        this.setSlotMemory(key, m);
+      }
+    }
+    if (m.nextAttemptAt !== undefined && this.now < m.nextAttemptAt) {
+      this.wakeAt(m.nextAttemptAt);
+      return;
+    }
+    try {
+      await this.startContainers(kept);
+      this.setSlotMemory(key, { ...m, restarts: m.restarts + (stopped.length > 0 ? 1 : 0) });
+      if (stopped.length > 0) this.log.info({ slot: key, restarts: m.restarts + 1 }, "dependency pod restarted");
+    } catch (e) {
+      if (this.signal.aborted) throw e;
+      this.fail(key, `cannot start: ${(e as Error).message}`, "start");
+    }
+  }
+
+  /** Create (or adopt, D2) containers `indexes` of the slot's pod, then start the pod. */
+  private async deploy(spec: StoredDependency, key: string, slot: Slot, indexes: number[]): Promise<void> {
+    const { cluster, cache } = this.o;
+    try {
+      const nodes = await this.r.nodes(this.signal);
+      const node = nodes.find((n) => n.name === slot.node);
+      if (!node) throw new Error(`node ${slot.node} is not in the cluster`);
+      const filters = filtersFor(parsePlacementFilters(spec.filters ?? []));
+      if (!matchesFilters(node, filters)) throw new Error(`node ${slot.node} does not match the dependency's filters (${(spec.filters ?? []).join(", ")})`);
+      for (const k of indexes) {
+        const plan = planContainer(spec, slot, k);
+        try {
+          const ref = await cluster.create(slot.node, plan.name, plan.spec, { signal: this.signal });
+          cache.recordCreated({ node: slot.node, id: ref.id, name: plan.name, image: plan.spec.image, labels: plan.spec.labels ?? {}, limits: plan.limits });
+        } catch (e) {
+          if (!(e instanceof ConflictError)) throw e;
+          // The name is taken on this node: ours from an earlier attempt (re-registered), or not ours.
+          const d = await cluster.inspect({ node: slot.node, id: plan.name }, { signal: this.signal });
+          const id = identify(d, this.name);
+          if (!id || id.scope !== slot.scope || id.version !== spec.version || id.index !== k || id.format !== currentFormat) {
+            throw new ForeignContainerError(`container name ${plan.name} on ${slot.node} is taken by another container (id ${d.id.slice(0, 12)}); rename or remove it`);
+          }
+          cache.recordDetails(d, undefined);
+        }
+      }
+      this.observe();
+      const kept = this.view.slots.get(key)?.kept;
+      if (kept) await this.startContainers(kept);
+      const m = this.slotMemory(key);
+      this.setSlotMemory(key, { restarts: m.restarts, failures: 0 });
+      this.log.info({ slot: key, version: spec.version }, "dependency pod deployed");
+    } catch (e) {
+      if (this.signal.aborted) throw e;
+      this.fail(key, `cannot deploy on ${slot.node}: ${(e as Error).message}`, "deploy");
+    }
+  }
+
+  private async startContainers(pod: Pod): Promise<void> {
+    for (const o of podContainers(pod)) {
+      if (o.c.state === "running") continue;
+      const generation = this.o.cache.get(o.c.node, o.c.id)?.generation;
+      await this.o.cluster.start(o.c, { signal: this.signal });
+      this.o.cache.recordStarted(o.c.node, o.c.id, generation);
+    }
+  }
+
+  private fail(key: string, error: string, kind: "deploy" | "start"): void {
+    this.log.warn({ slot: key, error }, kind === "deploy" ? "dependency pod not deployed" : "dependency pod not started");
+    const m = this.slotMemory(key);
+    const failures = m.failures + 1;
+    const at = this.now + restartDelayMs(failures, this.o.backoff);
+    const field = kind === "deploy" ? "nextDeployAt" : "nextAttemptAt";
+    this.setSlotMemory(key, { ...m, failures, [field]: at, lastError: `${error}; next attempt at ${new Date(at).toISOString()}` });
+    this.wakeAt(at);
+  }
+
+  /** Remove every container of the slot, then list its node (not the cache) and remove any leftover. */
+  private async removeSlot(spec: StoredDependency | undefined, key: string, force: boolean): Promise<void> {
+    const slot = parseSlotKey(key);
+    const cs = slotContainers(this.view.slots.get(key)).map((o) => o.c);
+    await this.removeContainers(cs, spec ? killTimeoutOf(spec) : 10, force);
+    await this.sweep(slot.node, (id) => id?.scope === slot.scope);
+  }
+
+  /** Stop (kill timeout; skipped when forced) and remove, with force so nothing is left behind. */
+  private async removeContainers(cs: CachedContainer[], killTimeout: number, force: boolean): Promise<void> {
+    const { cluster, cache } = this.o;
+    await settleAll(
+      cs.map(async (c) => {
+        if (!force && (c.state === "running" || c.state === "paused" || c.state === "restarting")) {
+          try {
+            await cluster.stop(c, { timeoutSeconds: killTimeout, signal: this.signal });
+          } catch (e) {
+            if (this.signal.aborted) throw e;
+            if (!(e instanceof NotFoundError)) this.log.warn({ err: e, container: c.name }, "stop failed; removing with force");
+          }
+        }
+        try {
+          await cluster.remove(c, { force: true, volumes: true, signal: this.signal });
+        } catch (e) {
+          if (!(e instanceof NotFoundError && e.resource === "container")) throw e;
+        }
+        cache.recordRemoved(c.node, c.id);
+      }),
+    );
+  }
+
+  /** List `node` for the dependency's containers (same label as the cache's) and force-remove those `match` selects. */
+  private async sweep(node: string, match: (id: ReturnType<typeof identify>) => boolean): Promise<number> {
+    const { cluster, cache } = this.o;
+    const found = await cluster.listContainers(node, { all: true, filters: { label: [`${labelKeys.dependency}=${this.name}`] }, signal: this.signal });
+    let removed = 0;
+    for (const c of found) {
+      if (!match(identify(c, this.name))) continue;
+      try {
+        await cluster.remove(c, { force: true, volumes: true, signal: this.signal });
+      } catch (e) {
+        if (!(e instanceof NotFoundError && e.resource === "container")) throw e;
+      }
+      cache.recordRemoved(c.node, c.id);
+      removed++;
+      this.log.info({ container: c.name, node: c.node }, "leftover dependency container removed");
+    }
+    return removed;
+  }
+
+  // ---- removal of the whole dependency (RemoveSpec) --------------------------------------------
+
+  private async remove(force: boolean): Promise<Result | void> {
+    const spec = this.spec;
+    const killTimeout = spec ? killTimeoutOf(spec) : 10;
+    const cs = this.containers();
+    const reachable = cs.filter((c) => this.r.reachable(c.node));
+    if (reachable.length > 0) {
+      await this.writeStatus(false); // "removing" is visible while the stops take their time
+      await this.removeContainers(reachable, killTimeout, force);
+      this.observe();
+    }
+    const nodes = await this.r.nodes(this.signal);
+    const down = [...new Set([...this.containers().map((c) => c.node), ...nodes.map((n) => n.name)])].filter((n) => !this.r.reachable(n));
+    if (down.length > 0) {
+      this.notes.push(`waiting for node ${down.join(", ")} to confirm the removal`);
+      this.wakeAt(this.now + unreachableRecheckMs);
+      await this.writeStatus(false);
+      return this.result();
+    }
+    // Every node reachable and nothing cached: the engines' own lists have the last word.
+    let leftovers = 0;
+    for (const n of nodes) leftovers += await this.sweep(n.name, () => true);
+    if (leftovers > 0) return { requeueAfterMs: asap };
+    await this.r.deleteKeys(this.name, this.mem, this.specEntry, this.statusEntry);
+    this.r.forget(this.name);
+    this.log.info({ force }, "dependency removed");
+    return;
+  }
+
+  // ---- status ---------------------------------------------------------------------------------
+
+  /** Build the status from what is observed now and write it if it changed. `intent`: before a step (D3). */
+  private async writeStatus(intent: boolean): Promise<void> {
+    const status = this.buildStatus();
+    this.statusEntry = await this.r.writeStatus(this.name, this.mem, this.statusEntry, status);
+    if (intent) this.log.info({ rollout: this.internal.rollout }, "upgrade step recorded");
+  }
+
+  private buildStatus(): DependencyStatus {
+    const spec = this.spec;
+    const version = spec?.version ?? 0;
+    const removing = !spec || spec.deleting !== undefined;
+    const ro = this.internal.rollout;
+    const pods: DependencyPodStatus[] = [];
+    const keys = removing ? [...this.view.slots.keys()].sort() : [...this.records.keys()].sort();
+    for (const key of keys) {
+      const slot = parseSlotKey(key);
+      const rec = this.records.get(key) ?? { refCount: 0, verifyTime: this.now, deployStartedAt: this.now };
+      const m = this.slotMemory(key);
+      const kept = this.view.slots.get(key)?.kept;
+      const reachable = this.r.reachable(slot.node);
+      let state: DependencyPodStatus["state"];
+      let lastError = m.lastError ?? "";
+      if (!reachable) {
+        state = "unknown";
+        lastError = `node ${slot.node} is unreachable: state unknown`;
+      } else if (ro?.slot === key) {
+        state = "upgrading";
+      } else if (!kept) {
+        state = m.lastError ? "failed" : "missing";
+      } else {
+        state = podState(kept);
+        if (state === "running" && kept.version === version) lastError = "";
+      }
+      const p: DependencyPodStatus = {
+        node: slot.node,
+        namespace: slot.scope,
+        refCount: rec.refCount,
+        verifyTime: new Date(rec.verifyTime).toISOString(),
+        deployStartedAt: new Date(rec.deployStartedAt).toISOString(),
+        state,
+        version: kept?.version ?? version,
+        restartCount: m.restarts,
+        lastError,
+        containers: kept ? podContainers(kept).map((o) => this.containerStatus(o.c, o.id.format)) : [],
+      };
+      if (rec.refCount === 0 && !removing) p.reclaimAt = new Date(this.reclaimAt(rec)).toISOString();
+      pods.push(p);
+    }
+    let state: DependencyState;
+    if (removing) state = "removing";
+    else if (pods.length === 0) state = "idle";
+    else if (ro || pods.some((p) => p.containers.length > 0 && p.version !== version)) state = "updating";
+    else if (pods.every((p) => p.state === "pending")) state = "pending";
+    else if (pods.some((p) => p.state !== "running")) state = "degraded";
+    else state = "running";
+    const firstError = pods.find((p) => p.lastError !== "");
+    const status: DependencyStatus = {
+      state,
+      lastError: this.notes[0] ?? (firstError ? `pod on ${firstError.node}${firstError.namespace ? ` for ${firstError.namespace}` : ""}: ${firstError.lastError}` : ""),
+      updatedAt: new Date(this.o.now()).toISOString(),
+      pods,
+    };
+    const slots: Record<string, SlotMemory> = {};
+    for (const key of keys) {
+      const m = this.internal.slots[key];
+      if (m && (m.restarts > 0 || m.failures > 0 || m.lastExit !== undefined || m.lastError !== undefined)) slots[key] = m;
+    }
+    if (ro || Object.keys(slots).length > 0) status.internal = { ...(ro && { rollout: ro }), slots } as unknown as Record<string, unknown>;
+    return status;
+  }
+
+  private containerStatus(c: CachedContainer, format: string): ContainerStatus {
+    const s: ContainerStatus = { id: c.id, name: c.name, node: c.node, nodeIp: this.r.address(c.node), ip: c.ip ?? "", status: c.state };
+    const port = c.ports.find((p) => p.hostPort !== undefined);
+    if (port) {
+      s.containerPort = port.containerPort;
+      s.hostPort = port.hostPort;
+    }
+    if (c.state !== "running" && c.exitCode !== undefined) s.exitCode = c.exitCode;
+    if (c.startedAt !== undefined) s.startedAt = new Date(c.startedAt).toISOString();
+    if (format !== currentFormat) s.format = format;
+    return s;
+  }
+
+  private result(): Result {
+    const at = Math.min(...this.wakeups);
+    return { requeueAfterMs: Math.max(asap, Math.ceil(at - this.o.now())) };
+  }
+}
+
+function podState(p: Pod): DependencyPodStatus["state"] {
+  const cs = podContainers(p).map((o) => o.c);
+  if (cs.every((c) => c.state === "running")) return "running";
+  if (cs.some((c) => c.state === "paused" || c.state === "dead" || (c.state === "exited" && c.exitCode !== 0))) return "failed";
+  if (cs.some((c) => c.state === "exited")) return "exited";
+  return "pending";
+}
+
+/** Whether two statuses say the same thing (updatedAt aside): no write when nothing changed. */
+export function sameStatus(a: DependencyStatus | undefined, b: DependencyStatus): boolean {
+  if (!a) return false;
+  return JSON.stringify({ ...a, updatedAt: "" }) === JSON.stringify({ ...b, updatedAt: "" });
+}
+
+/** Data an inspect still has to fill in for this container. */
+function needsDetails(c: CachedContainer): boolean {
+  if (c.limits === undefined || c.ip === undefined) return true;
+  if (c.state === "running") return c.startedAt === undefined;
+  if (c.state === "exited" || c.state === "dead") return c.exitCode === undefined || c.finishedAt === undefined;
+  return false;
+}
+
+/** Wait for every promise; then rethrow the first failure (nothing is left running behind us). */
+async function settleAll(ps: Promise<unknown>[]): Promise<void> {
+  const results = await Promise.allSettled(ps);
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
+  if (failed) throw failed.reason;
+}

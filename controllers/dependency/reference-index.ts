@@ -1,0 +1,101 @@
+// The live reference counts of every dependency, kept from the PodGroup spec and status informers,
+// and the Source that enqueues a dependency whenever its counts change (an add or a remove event
+// in the spec's words). Each group's contribution is remembered, so a change of one group costs
+// O(its references), not a walk over every group.
+//
+// Invariant: while started, `counts` equals countReferences() over every group in both caches.
+// The Controller starts this source (replaying both caches into it) and waits for both informers
+// to sync before any reconcile runs, so no reconcile, and so no garbage collection, ever sees
+// counts rebuilt from half a cache after a restart.
+import type { Informer } from "../../runtime/informer.ts";
+import type { Enqueue, Source } from "../../runtime/source.ts";
+import { slotKey } from "./naming.ts";
+import { addReferences, referencesOf, type Reference, type ReferenceCounts } from "./references.ts";
+import { referenceInput, type GroupSpecEntry, type GroupStatusEntry } from "./stored.ts";
+
+export class ReferenceIndex {
+  private readonly counts: ReferenceCounts = new Map();
+  private readonly specs = new Map<string, GroupSpecEntry>();
+  private readonly statuses = new Map<string, GroupStatusEntry>();
+  private readonly contributions = new Map<string, Reference[]>();
+
+  /** Reference count per slot key of `dependency` (absent slots have none). */
+  of(dependency: string): ReadonlyMap<string, number> {
+    return this.counts.get(dependency) ?? new Map();
+  }
+
+  clear(): void {
+    this.counts.clear();
+    this.specs.clear();
+    this.statuses.clear();
+    this.contributions.clear();
+  }
+
+  setSpec(name: string, spec: GroupSpecEntry | undefined): string[] {
+    if (spec) this.specs.set(name, spec);
+    else this.specs.delete(name);
+    return this.recompute(name);
+  }
+
+  setStatus(name: string, status: GroupStatusEntry | undefined): string[] {
+    if (status) this.statuses.set(name, status);
+    else this.statuses.delete(name);
+    return this.recompute(name);
+  }
+
+  /** Replace the group's contribution; the dependencies whose counts changed. */
+  private recompute(name: string): string[] {
+    const spec = this.specs.get(name);
+    const before = this.contributions.get(name) ?? [];
+    const after = spec ? referencesOf(referenceInput(spec, this.statuses.get(name))) : [];
+    if (sameReferences(before, after)) return [];
+    addReferences(this.counts, before, -1);
+    addReferences(this.counts, after, 1);
+    if (after.length > 0) this.contributions.set(name, after);
+    else this.contributions.delete(name);
+    return [...new Set([...before, ...after].map((r) => r.dependency))];
+  }
+}
+
+function sameReferences(a: readonly Reference[], b: readonly Reference[]): boolean {
+  if (a.length !== b.length) return false;
+  const key = (r: Reference) => `${r.dependency}|${slotKey(r)}`;
+  const sa = a.map(key).sort();
+  const sb = b.map(key).sort();
+  return sa.every((k, i) => k === sb[i]);
+}
+
+/** Feeds `index` from the two informers and enqueues every dependency whose counts change. */
+export function referenceSource(index: ReferenceIndex, specs: Informer<GroupSpecEntry>, statuses: Informer<GroupStatusEntry>): Source {
+  let unregister: (() => void)[] = [];
+  const stop = () => {
+    for (const u of unregister) u();
+    unregister = [];
+  };
+  return {
+    name: "references:podgroups",
+    start(enqueue: Enqueue) {
+      stop();
+      index.clear();
+      const changed = (deps: string[]) => {
+        for (const d of deps) enqueue(d);
+      };
+      unregister = [
+        specs.addEventHandler({
+          onAdd: (e) => changed(index.setSpec(e.name, e)),
+          onUpdate: (_old, e) => changed(index.setSpec(e.name, e)),
+          onDelete: (e) => changed(index.setSpec(e.name, undefined)),
+        }),
+        statuses.addEventHandler({
+          onAdd: (e) => changed(index.setStatus(e.name, e)),
+          onUpdate: (_old, e) => changed(index.setStatus(e.name, e)),
+          onDelete: (e) => changed(index.setStatus(e.name, undefined)),
+        }),
+      ];
+    },
+    stop,
+    waitForSync: async (signal, timeoutMs) => {
+      await Promise.all([specs.waitForSync(signal, timeoutMs), statuses.waitForSync(signal, timeoutMs)]);
+    },
+  };
+}

@@ -1,0 +1,191 @@
+// What the Dependency controller reads from the store: dependency specs and statuses, and the few
+// fields of PodGroup specs and statuses that references are derived from; and its own bookkeeping
+// kept in the status so that it survives a restart.
+//
+// Decoding never throws: a dependency spec that cannot be read is kept as "invalid" (it must not
+// look deleted, which would remove its pods); PodGroup records are read leniently, field by field.
+import { z } from "zod";
+import { DependencySpec, type DependencyPodStatus, type DependencyStatus } from "../../api/resources/dependency.ts";
+import type { DependencyPolicy, GroupReferenceInput } from "./references.ts";
+
+function lastSegment(key: string): string {
+  return key.slice(key.lastIndexOf("/") + 1);
+}
+
+interface Kv {
+  key: string;
+  value: string;
+  modRevision: number;
+}
+
+/** The stored form (StoredDependency of api/resources/dependency.ts); unknown top-level keys are ignored. */
+export const StoredDependencySchema = z.object({
+  ...DependencySpec.shape,
+  version: z.number().int().min(1),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+  deleting: z.object({ force: z.boolean() }).optional(),
+});
+export type StoredDependency = z.infer<typeof StoredDependencySchema>;
+
+export interface SpecEntry {
+  name: string;
+  spec: StoredDependency | undefined;
+  invalid?: string;
+  modRevision: number;
+}
+
+export function decodeSpec(kv: Kv): SpecEntry {
+  const name = lastSegment(kv.key);
+  let json: unknown;
+  try {
+    json = JSON.parse(kv.value);
+  } catch (e) {
+    return { name, spec: undefined, invalid: `not JSON: ${(e as Error).message}`, modRevision: kv.modRevision };
+  }
+  const parsed = StoredDependencySchema.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    return { name, spec: undefined, invalid: `${issue?.path.join(".") || "value"}: ${issue?.message}`, modRevision: kv.modRevision };
+  }
+  if (parsed.data.name !== name) return { name, spec: undefined, invalid: `stored name ${parsed.data.name} differs from its key`, modRevision: kv.modRevision };
+  return { name, spec: parsed.data, modRevision: kv.modRevision };
+}
+
+export interface StatusEntry {
+  name: string;
+  status: DependencyStatus | undefined;
+  modRevision: number;
+}
+
+export function decodeStatus(kv: Kv): StatusEntry {
+  const name = lastSegment(kv.key);
+  let status: DependencyStatus | undefined;
+  try {
+    const v = JSON.parse(kv.value) as Partial<DependencyStatus> | null;
+    if (v && typeof v === "object" && typeof v.state === "string" && Array.isArray(v.pods)) status = v as DependencyStatus;
+  } catch {
+    status = undefined;
+  }
+  return { name, status, modRevision: kv.modRevision };
+}
+
+// ---- PodGroup records, as far as references need them ------------------------------------------
+
+export interface GroupSpecEntry {
+  name: string;
+  namespace: string;
+  dependencies: { podName: string; policy: DependencyPolicy }[];
+}
+
+export interface GroupStatusEntry {
+  name: string;
+  pods: { node: string; containers: number }[];
+}
+
+const policyOf = (p: unknown): DependencyPolicy | undefined =>
+  p === "node" || p === 1 ? "node" : p === "namespace" || p === 0 ? "namespace" : undefined;
+
+export function decodeGroupSpec(kv: Kv): GroupSpecEntry {
+  const name = lastSegment(kv.key);
+  const dependencies: GroupSpecEntry["dependencies"] = [];
+  let namespace = "";
+  try {
+    const v = JSON.parse(kv.value) as { namespace?: unknown; pod?: { dependencies?: unknown } } | null;
+    if (typeof v?.namespace === "string") namespace = v.namespace;
+    const deps = v?.pod?.dependencies;
+    if (Array.isArray(deps)) {
+      for (const d of deps as { podName?: unknown; policy?: unknown }[]) {
+        const policy = policyOf(d?.policy);
+        if (typeof d?.podName === "string" && policy !== undefined) dependencies.push({ podName: d.podName, policy });
+      }
+    }
+  } catch {
+    // an unreadable group references nothing (the PodGroup controller deploys nothing for it either)
+  }
+  return { name, namespace, dependencies };
+}
+
+export function decodeGroupStatus(kv: Kv): GroupStatusEntry {
+  const name = lastSegment(kv.key);
+  const pods: GroupStatusEntry["pods"] = [];
+  try {
+    const v = JSON.parse(kv.value) as { pods?: unknown } | null;
+    if (Array.isArray(v?.pods)) {
+      for (const p of v.pods as { node?: unknown; containers?: unknown }[]) {
+        if (typeof p?.node === "string" && Array.isArray(p.containers)) pods.push({ node: p.node, containers: p.containers.length });
+      }
+    }
+  } catch {
+    // no readable instances: no references
+  }
+  return { name, pods };
+}
+
+export function referenceInput(spec: GroupSpecEntry, status: GroupStatusEntry | undefined): GroupReferenceInput {
+  return { namespace: spec.namespace, dependencies: spec.dependencies, pods: status?.pods ?? [] };
+}
+
+// ---- the controller's memory, in the status ------------------------------------------------------
+
+/** What the garbage collection decides from, per pod; kept in the status's pod entries. */
+export interface SlotRecord {
+  refCount: number;
+  /** Wall-clock ms. */
+  verifyTime: number;
+  deployStartedAt: number;
+}
+
+/** Restart and redeploy back-off per pod (status.internal.slots). */
+export interface SlotMemory {
+  restarts: number;
+  failures: number;
+  nextAttemptAt?: number;
+  nextDeployAt?: number;
+  /** `<container id>#<restarts>` of the last exit counted, so an exit counts once. */
+  lastExit?: string;
+  lastError?: string;
+}
+
+/** The one pod a spec update (or a format upgrade) is replacing right now. */
+export interface RolloutStep {
+  slot: string;
+  toVersion: number;
+  /** "removing": the old pod is being removed; "removed": it is gone since `at` (wait, then deploy). */
+  phase: "removing" | "removed";
+  at: number;
+}
+
+export interface Internal {
+  rollout?: RolloutStep;
+  slots: Record<string, SlotMemory>;
+}
+
+export function readSlotRecord(p: DependencyPodStatus): SlotRecord | undefined {
+  const verifyTime = Date.parse(p.verifyTime);
+  const deployStartedAt = Date.parse(p.deployStartedAt);
+  if (!Number.isInteger(p.refCount) || Number.isNaN(verifyTime) || Number.isNaN(deployStartedAt)) return undefined;
+  return { refCount: p.refCount, verifyTime, deployStartedAt };
+}
+
+export function readInternal(status: DependencyStatus | undefined): Internal {
+  const raw = status?.internal as Partial<Internal> | undefined;
+  const slots: Record<string, SlotMemory> = {};
+  if (raw?.slots && typeof raw.slots === "object") {
+    for (const [k, v] of Object.entries(raw.slots)) {
+      if (!k.includes("|") || !v || typeof v !== "object") continue;
+      const m: SlotMemory = { restarts: Number.isInteger(v.restarts) ? v.restarts : 0, failures: Number.isInteger(v.failures) ? v.failures : 0 };
+      if (typeof v.nextAttemptAt === "number") m.nextAttemptAt = v.nextAttemptAt;
+      if (typeof v.nextDeployAt === "number") m.nextDeployAt = v.nextDeployAt;
+      if (typeof v.lastExit === "string") m.lastExit = v.lastExit;
+      if (typeof v.lastError === "string") m.lastError = v.lastError;
+      slots[k] = m;
+    }
+  }
+  const internal: Internal = { slots };
+  const ro = raw?.rollout;
+  if (ro && typeof ro.slot === "string" && Number.isInteger(ro.toVersion) && (ro.phase === "removing" || ro.phase === "removed") && typeof ro.at === "number") {
+    internal.rollout = { slot: ro.slot, toVersion: ro.toVersion, phase: ro.phase, at: ro.at };
+  }
+  return internal;
+}
