@@ -5,7 +5,7 @@ import { UsageError, type OptionDef } from "./options.ts";
 export const orchestratorOptionDefs: OptionDef[] = [
   { name: "update-wait", type: "duration", help: "spec update: wait between removing an instance and deploying its replacement", default: "10s" },
   { name: "refresh-interval", type: "duration", help: "full refresh of every PodGroup against the engines (jittered; Docker events repair at once)", default: "30s" },
-  { name: "depends-gc", type: "duration", help: "reclaim dependency pods unreferenced this long (accepted now; used once the Dependency controller lands)", default: "5m" },
+  { name: "depends-gc", type: "duration", help: "reclaim a dependency pod once nothing has referenced it for this long", default: "5m" },
   { name: "workers", type: "int", help: "PodGroups reconciled in parallel", default: 8 },
 ];
 
@@ -13,6 +13,8 @@ export interface OrchestratorSettings {
   updateWaitMs: number;
   refreshIntervalMs: number;
   workers: number;
+  /** -depends-gc: an unreferenced dependency pod is reclaimed after this long. */
+  dependsGcMs: number;
 }
 
 /** Settings from options parsed with orchestratorOptionDefs. */
@@ -22,5 +24,5 @@ export function orchestratorSettings(options: Record<string, unknown>): Orchestr
   if (workers < 1) throw new UsageError(`-workers: ${workers} must be at least 1`);
   // 0 would mean "refresh every group continuously": a busy loop against the engines.
   if (refreshIntervalMs <= 0) throw new UsageError("-refresh-interval: must be more than 0");
-  return { updateWaitMs: options["update-wait"] as number, refreshIntervalMs, workers };
+  return { updateWaitMs: options["update-wait"] as number, refreshIntervalMs, workers, dependsGcMs: options["depends-gc"] as number };
 }

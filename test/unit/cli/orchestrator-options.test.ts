@@ -6,8 +6,7 @@ const settings = (argv: string[], env: Record<string, string> = {}) => orchestra
 
 describe("orchestrator options", () => {
   it("default to DESIGN.md section 7: update wait 10 s, refresh 30 s, 8 workers, dependency GC 5 min", () => {
-    expect(settings([])).toEqual({ updateWaitMs: 10_000, refreshIntervalMs: 30_000, workers: 8 });
-    expect(parseArgs([], orchestratorOptionDefs, {}).options["depends-gc"]).toBe(300_000);
+    expect(settings([])).toEqual({ updateWaitMs: 10_000, refreshIntervalMs: 30_000, workers: 8, dependsGcMs: 300_000 });
   });
 
   it("take the command line over the environment", () => {
@@ -15,7 +14,9 @@ describe("orchestrator options", () => {
       updateWaitMs: 1_000,
       refreshIntervalMs: 2_000,
       workers: 2,
+      dependsGcMs: 300_000,
     });
+    expect(settings(["-depends-gc", "3s"]).dependsGcMs).toBe(3_000);
   });
 
   it("refuse values that cannot work, naming the option", () => {
@@ -25,9 +26,9 @@ describe("orchestrator options", () => {
     expect(() => settings(["-workers", "many"])).toThrow(/-workers: "many" is not a whole number/);
   });
 
-  it("say in -h that -depends-gc is accepted ahead of the Dependency controller", () => {
+  it("list -depends-gc and -workers in -h with their defaults and variables", () => {
     const text = usage("orchestrator", "", orchestratorOptionDefs);
-    expect(text).toMatch(/-depends-gc DURATION +.*accepted now.*\(default 5m\) \[CAPSTAN_DEPENDS_GC\]/);
+    expect(text).toMatch(/-depends-gc DURATION +reclaim a dependency pod .*\(default 5m\) \[CAPSTAN_DEPENDS_GC\]/);
     expect(text).toMatch(/-workers N +.*\(default 8\) \[CAPSTAN_WORKERS\]/);
   });
 });
