@@ -7,8 +7,10 @@
 // and write through the fenced store, so a deposed leader's late write is refused by the store.
 import { fencedStore } from "../adapters/store/fenced.ts";
 import { orchestratorInformers } from "../api/orchestrator/informers.ts";
+import { createDependsApi } from "../api/orchestrator/depends.ts";
 import { createPodGroupApi } from "../api/orchestrator/podgroups.ts";
 import { keys } from "../api/resources/keys.ts";
+import { createDependencyController } from "../controllers/dependency/index.ts";
 import { createNodeMonitor } from "../controllers/node/monitor.ts";
 import { createPodGroupController } from "../controllers/podgroup/index.ts";
 import type { OrchestratorSettings } from "./orchestrator-options.ts";
@@ -26,6 +28,7 @@ export function installOrchestrator(ctx: ServeContext, settings: OrchestratorSet
   const { nodes, podGroups } = orchestratorInformers(store, { log, registry });
   manager.addInformer(nodes).addInformer(podGroups);
   manager.app.route("/", createPodGroupApi({ store, nodes, podGroups, log }));
+  manager.app.route("/", createDependsApi({ store, nodes, log }));
 
   manager.add(createNodeMonitor({ store: fenced, cluster, log, registry }));
   const controller = createPodGroupController({
@@ -39,4 +42,16 @@ export function installOrchestrator(ctx: ServeContext, settings: OrchestratorSet
   });
   for (const informer of controller.informers) manager.addInformer(informer);
   for (const runnable of controller.runnables) manager.add(runnable);
+
+  const dependencies = createDependencyController({
+    store: fenced,
+    cluster,
+    gcMs: settings.dependsGcMs,
+    updateWaitMs: settings.updateWaitMs,
+    refreshIntervalMs: settings.refreshIntervalMs,
+    log,
+    registry,
+  });
+  for (const informer of dependencies.informers) manager.addInformer(informer);
+  for (const runnable of dependencies.runnables) manager.add(runnable);
 }
