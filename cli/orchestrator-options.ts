@@ -7,6 +7,7 @@ export const orchestratorOptionDefs: OptionDef[] = [
   { name: "refresh-interval", type: "duration", help: "full refresh of every PodGroup against the engines (jittered; Docker events repair at once)", default: "30s" },
   { name: "depends-gc", type: "duration", help: "reclaim a dependency pod once nothing has referenced it for this long", default: "5m" },
   { name: "workers", type: "int", help: "PodGroups reconciled in parallel", default: 8 },
+  { name: "node-timeout", type: "duration", help: "a node unreachable this long has its non-stateful instances drifted to other nodes", default: "60s" },
 ];
 
 export interface OrchestratorSettings {
@@ -15,6 +16,8 @@ export interface OrchestratorSettings {
   workers: number;
   /** -depends-gc: an unreferenced dependency pod is reclaimed after this long. */
   dependsGcMs: number;
+  /** -node-timeout: a node unreachable this long gets an auto-drift task. */
+  nodeTimeoutMs: number;
 }
 
 /** Settings from options parsed with orchestratorOptionDefs. */
@@ -24,5 +27,8 @@ export function orchestratorSettings(options: Record<string, unknown>): Orchestr
   if (workers < 1) throw new UsageError(`-workers: ${workers} must be at least 1`);
   // 0 would mean "refresh every group continuously": a busy loop against the engines.
   if (refreshIntervalMs <= 0) throw new UsageError("-refresh-interval: must be more than 0");
-  return { updateWaitMs: options["update-wait"] as number, refreshIntervalMs, workers, dependsGcMs: options["depends-gc"] as number };
+  const nodeTimeoutMs = options["node-timeout"] as number;
+  // 0 would drift a node's instances away at its first missed answer.
+  if (nodeTimeoutMs <= 0) throw new UsageError("-node-timeout: must be more than 0");
+  return { updateWaitMs: options["update-wait"] as number, refreshIntervalMs, workers, dependsGcMs: options["depends-gc"] as number, nodeTimeoutMs };
 }

@@ -5,8 +5,8 @@ import { parseArgs, usage, UsageError } from "../../../cli/options.ts";
 const settings = (argv: string[], env: Record<string, string> = {}) => orchestratorSettings(parseArgs(argv, orchestratorOptionDefs, env).options);
 
 describe("orchestrator options", () => {
-  it("default to DESIGN.md section 7: update wait 10 s, refresh 30 s, 8 workers, dependency GC 5 min", () => {
-    expect(settings([])).toEqual({ updateWaitMs: 10_000, refreshIntervalMs: 30_000, workers: 8, dependsGcMs: 300_000 });
+  it("default to DESIGN.md section 7: update wait 10 s, refresh 30 s, 8 workers, dependency GC 5 min, node timeout 60 s", () => {
+    expect(settings([])).toEqual({ updateWaitMs: 10_000, refreshIntervalMs: 30_000, workers: 8, dependsGcMs: 300_000, nodeTimeoutMs: 60_000 });
   });
 
   it("take the command line over the environment", () => {
@@ -15,13 +15,16 @@ describe("orchestrator options", () => {
       refreshIntervalMs: 2_000,
       workers: 2,
       dependsGcMs: 300_000,
+      nodeTimeoutMs: 60_000,
     });
     expect(settings(["-depends-gc", "3s"]).dependsGcMs).toBe(3_000);
+    expect(settings(["-node-timeout", "3s"]).nodeTimeoutMs).toBe(3_000);
   });
 
   it("refuse values that cannot work, naming the option", () => {
     expect(() => settings(["-workers", "0"])).toThrow(new UsageError("-workers: 0 must be at least 1"));
     expect(() => settings(["-refresh-interval", "0"])).toThrow(new UsageError("-refresh-interval: must be more than 0"));
+    expect(() => settings(["-node-timeout", "0s"])).toThrow(new UsageError("-node-timeout: must be more than 0"));
     expect(() => settings(["-update-wait", "10"])).toThrow(/-update-wait: invalid duration "10"/);
     expect(() => settings(["-workers", "many"])).toThrow(/-workers: "many" is not a whole number/);
   });
