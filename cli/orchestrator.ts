@@ -8,6 +8,7 @@
 import { fencedStore } from "../adapters/store/fenced.ts";
 import { orchestratorInformers } from "../api/orchestrator/informers.ts";
 import { createDependsApi } from "../api/orchestrator/depends.ts";
+import { createNodesApi } from "../api/orchestrator/nodes.ts";
 import { createPodGroupApi } from "../api/orchestrator/podgroups.ts";
 import { keys } from "../api/resources/keys.ts";
 import { createDependencyController } from "../controllers/dependency/index.ts";
@@ -29,8 +30,9 @@ export function installOrchestrator(ctx: ServeContext, settings: OrchestratorSet
   manager.addInformer(nodes).addInformer(podGroups);
   manager.app.route("/", createPodGroupApi({ store, nodes, podGroups, log }));
   manager.app.route("/", createDependsApi({ store, nodes, log }));
+  manager.app.route("/", createNodesApi({ store, nodes, podGroups, log }));
 
-  manager.add(createNodeMonitor({ store: fenced, cluster, log, registry }));
+  manager.add(createNodeMonitor({ store: fenced, cluster, nodeTimeoutMs: settings.nodeTimeoutMs, log, registry }));
   const controller = createPodGroupController({
     store: fenced,
     cluster,

@@ -1,0 +1,243 @@
+// In-process orchestrator for the Dependency controller's integration tests: the shared etcd (keys
+// under a unique root), both real engines, a Manager with a LeaderElector on a lease (so writes are
+// fenced as in production), the Dependency API (called in-process) and the Dependency controller
+// with short timings (GC 3 s). With `podGroups: true` the real PodGroup controller runs beside it;
+// otherwise a test plays the PodGroup controller by writing group specs and statuses itself, which
+// is all the Dependency controller reads of PodGroups (references are derived from the store).
+// Assertions read Docker's actual containers.
+import { DockerCluster, type ContainerSummary } from "../../../adapters/cluster/index.ts";
+import { EtcdStore } from "../../../adapters/store/etcd.ts";
+import { fencedStore } from "../../../adapters/store/fenced.ts";
+import { createDependsApi } from "../../../api/orchestrator/depends.ts";
+import { decodeNodeRecord } from "../../../api/orchestrator/informers.ts";
+import { dependencyLayout, type DependencyPodStatus, type DependencyStatus } from "../../../api/resources/dependency.ts";
+import type { NodeRecord } from "../../../api/resources/node.ts";
+import type { PodGroupStatus } from "../../../api/resources/podgroup.ts";
+import { createDependencyController, type DependencyController } from "../../../controllers/dependency/index.ts";
+import { labelKeys } from "../../../controllers/dependency/naming.ts";
+import { createPodGroupController } from "../../../controllers/podgroup/index.ts";
+import { Informer } from "../../../runtime/informer.ts";
+import { LeaderElector } from "../../../runtime/leaderelection.ts";
+import { Manager } from "../../../runtime/manager.ts";
+import { pollUntil } from "../../helpers/poll.ts";
+import { loadServices, uniqueName } from "../../helpers/services.ts";
+
+export const services = loadServices();
+
+/** Exits at once on SIGTERM (busybox sleep as PID 1 would ignore it and wait out the kill timeout). */
+export const serve = ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"];
+
+export interface HarnessOptions {
+  gcMs?: number;
+  updateWaitMs?: number;
+  refreshIntervalMs?: number;
+  /** Run the real PodGroup controller too. */
+  podGroups?: boolean;
+}
+
+export interface Answer {
+  status: number;
+  body: Record<string, unknown> & { code?: string; reason?: string; message?: string; details?: { path: string; message: string }[] };
+}
+
+export class Harness {
+  readonly root = `/capstan-test/${uniqueName("dep")}/`;
+  readonly layout = dependencyLayout(this.root);
+  readonly store = new EtcdStore({ endpoints: services.etcdEndpoints });
+  readonly cluster = DockerCluster.fromSpec(services.cluster);
+  /** Dependency and group names made by this harness all start with this (cleanup finds them by it). */
+  readonly namePrefix = uniqueName("dpt");
+  readonly nodes = new Informer<NodeRecord>({ name: "test-nodes", source: this.store, prefix: `${this.root}nodes/`, decode: decodeNodeRecord });
+  readonly api = createDependsApi({ store: this.store, nodes: this.nodes, prefix: this.root });
+  private manager: Manager | undefined;
+  dep: DependencyController | undefined;
+  private seq = 0;
+  private terms = 0;
+
+  constructor(private readonly opts: HarnessOptions = {}) {}
+
+  name(tag: string): string {
+    return `${this.namePrefix}-${tag}-${this.seq++}`;
+  }
+
+  /** Node records as the node monitor writes them (the API's fit check reads them), then the controllers. */
+  async start(): Promise<void> {
+    if (!this.nodes.hasSynced()) {
+      for (const node of Object.keys(services.engines)) await this.putNode(node, 4, 4 * 2 ** 30);
+      this.nodes.start();
+      await this.nodes.waitForSync();
+    }
+    await this.startControllers();
+  }
+
+  async startControllers(): Promise<void> {
+    const elector = new LeaderElector({
+      store: this.store,
+      key: `${this.root}leader`,
+      identity: `dep-harness-${process.pid}-${this.terms++}`,
+      ttlSeconds: 3,
+      renewDeadlineMs: 2_000,
+      retryPeriodMs: 500,
+    });
+    const manager = new Manager({ name: "dependency-test", elector, gracefulShutdownMs: 10_000 });
+    const fenced = fencedStore(this.store, () => elector.fence());
+    const dep = createDependencyController({
+      store: fenced,
+      cluster: this.cluster,
+      prefix: this.root,
+      gcMs: this.opts.gcMs ?? 3_000,
+      updateWaitMs: this.opts.updateWaitMs ?? 500,
+      refreshIntervalMs: this.opts.refreshIntervalMs ?? 2_000,
+      restartBackoff: { initialMs: 200, maxMs: 1_000 },
+      registry: manager.registry,
+    });
+    for (const i of dep.informers) manager.addInformer(i);
+    for (const r of dep.runnables) manager.add(r);
+    if (this.opts.podGroups) {
+      const pg = createPodGroupController({
+        store: fenced,
+        cluster: this.cluster,
+        prefix: this.root,
+        secretMarkerPrefix: `${this.root}secret-sync/installed/`,
+        updateWaitMs: 500,
+        refreshIntervalMs: 2_000,
+        registry: manager.registry,
+      });
+      for (const i of pg.informers) manager.addInformer(i);
+      for (const r of pg.runnables) manager.add(r);
+    }
+    await manager.start();
+    await dep.cache.waitForSync(undefined, 30_000);
+    this.manager = manager;
+    this.dep = dep;
+  }
+
+  async stopControllers(): Promise<void> {
+    await this.manager?.stop();
+    this.manager = undefined;
+  }
+
+  /** Stop, remove every container this harness made, drop its keys. */
+  async cleanup(): Promise<void> {
+    await this.stopControllers();
+    await this.nodes.stop();
+    const all = await this.cluster.listContainers(undefined, { all: true });
+    const mine = all.filter((c) => c.name.startsWith(this.namePrefix) || (c.labels[labelKeys.dependency] ?? "").startsWith(this.namePrefix));
+    await Promise.all(mine.map((c) => this.cluster.remove(c, { force: true, volumes: true }).catch(() => undefined)));
+    await this.store.deletePrefix(this.root);
+    await this.store.close();
+  }
+
+  async putNode(name: string, cpus: number, memoryBytes: number): Promise<void> {
+    const record: NodeRecord = {
+      name,
+      address: "127.0.0.1",
+      endpoint: services.engines[name] ?? "",
+      labels: {},
+      state: "ready",
+      cpus,
+      memoryBytes,
+      reserved: { cpus: 0, memoryBytes: 0 },
+      containers: 0,
+      containersRunning: 0,
+      engineVersion: "test",
+      updatedAt: new Date().toISOString(),
+    };
+    await this.store.put(`${this.root}nodes/${name}`, JSON.stringify(record));
+  }
+
+  /** A request to the Dependency API, in-process. */
+  async call(method: string, path: string, body?: unknown): Promise<Answer> {
+    const init: RequestInit = { method, headers: body === undefined ? {} : { "content-type": "application/json" } };
+    if (body !== undefined) init.body = typeof body === "string" ? body : JSON.stringify(body);
+    const res = await this.api.request(path, init);
+    return { status: res.status, body: JSON.parse(await res.text()) as Answer["body"] };
+  }
+
+  /** POST /api/depends with a serving busybox pod; asserts 202. */
+  async createDependency(name: string, extra: Record<string, unknown> = {}): Promise<void> {
+    const a = await this.call("POST", "/api/depends", {
+      name,
+      namespace: "capstan-test",
+      containers: [{ image: services.testImage, command: serve }],
+      network: "none",
+      ...extra,
+    });
+    if (a.status !== 202) throw new Error(`POST ${name}: ${a.status} ${JSON.stringify(a.body)}`);
+  }
+
+  /**
+   * Play the PodGroup controller: a stored group whose pod lists `dependencies`, and a status with
+   * one running instance per entry of `nodes` (each with one container).
+   */
+  async putGroup(name: string, namespace: string, dependencies: { podName: string; policy: "node" | "namespace" }[], nodes: string[]): Promise<void> {
+    const now = new Date().toISOString();
+    const spec = {
+      name,
+      namespace,
+      numInstances: nodes.length,
+      restartPolicy: "always",
+      pod: { name, namespace, version: 1, containers: [{ image: services.testImage }], dependencies },
+      createdAt: now,
+      updatedAt: now,
+    };
+    const status: PodGroupStatus = {
+      state: "running",
+      lastError: "",
+      updatedAt: now,
+      observedVersion: 1,
+      pods: nodes.map((node, i) => ({
+        instanceNo: i,
+        state: "running",
+        lastError: "",
+        restartCount: 0,
+        driftCount: 0,
+        version: 1,
+        node,
+        containers: [{ id: `fake-${name}-${i}`, name: `${name}.v1-i${i}-d0`, node, nodeIp: "127.0.0.1", ip: "", status: "running" }],
+      })),
+    };
+    await this.store.txn(
+      [],
+      [
+        { type: "put", key: `${this.layout.podGroups}${name}`, value: JSON.stringify(spec) },
+        { type: "put", key: `${this.layout.podGroupStatus}${name}`, value: JSON.stringify(status) },
+      ],
+    );
+  }
+
+  async deleteGroup(name: string): Promise<void> {
+    await this.store.txn(
+      [],
+      [
+        { type: "delete", key: `${this.layout.podGroups}${name}` },
+        { type: "delete", key: `${this.layout.podGroupStatus}${name}` },
+      ],
+    );
+  }
+
+  async status(name: string): Promise<DependencyStatus | undefined> {
+    const kv = await this.store.get(this.layout.statusOf(name));
+    return kv ? (JSON.parse(kv.value) as DependencyStatus) : undefined;
+  }
+
+  async pod(name: string, node: string, scope: string): Promise<DependencyPodStatus | undefined> {
+    return (await this.status(name))?.pods.find((p) => p.node === node && p.namespace === scope);
+  }
+
+  /** Docker's actual containers of a dependency, on every node, sorted by node then scope. */
+  async actual(name: string): Promise<ContainerSummary[]> {
+    const cs = await this.cluster.listContainers(undefined, { all: true, filters: { label: [`${labelKeys.dependency}=${name}`] } });
+    const scope = (c: ContainerSummary) => c.labels[labelKeys.namespace] ?? "";
+    return cs.sort((a, b) => a.node.localeCompare(b.node) || scope(a).localeCompare(scope(b)));
+  }
+
+  /** The running containers of a dependency as "node/scope" (node-level: "node/"), sorted. */
+  async placement(name: string): Promise<string[]> {
+    return (await this.actual(name)).filter((c) => c.state === "running").map((c) => `${c.node}/${c.labels[labelKeys.namespace] ?? ""}`);
+  }
+
+  until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 30_000, everyMs = 100): Promise<T> {
+    return pollUntil(what, check, timeoutMs, everyMs);
+  }
+}
