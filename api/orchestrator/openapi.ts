@@ -5,6 +5,7 @@
 import { z } from "zod";
 import { ContainerSpec, PodGroupSpec, PodSpec } from "../resources/podgroup.ts";
 import { maxJsonBodyBytes } from "../http/index.ts";
+import { DriftAcceptedSchema, DriftQuery, NodeSchema } from "./node-schemas.ts";
 import { DeleteQuery, GetQuery, ReplicaQuery } from "./queries.ts";
 import {
   AcceptedSchema,
@@ -117,6 +118,22 @@ function build(): JsonObject {
           },
         },
       },
+      "/api/nodes": {
+        get: {
+          operationId: "listNodes",
+          summary: "Every cluster node as the node monitor last recorded it, in name order (never calls Docker)",
+          responses: { "200": { description: "The nodes", content: json({ type: "array", items: ref("Node") }) }, ...pick("500") },
+        },
+        patch: {
+          operationId: "driftNode",
+          summary: "cmd=drift: move instances off node `from` (a durable task; stateful PodGroups only with force=true)",
+          parameters: queryParameters(DriftQuery),
+          responses: {
+            "202": answer("The drift task is recorded; the PodGroup controller carries it out", "DriftAccepted"),
+            ...pick("400", "404", "500", "503"),
+          },
+        },
+      },
       "/api/openapi.json": {
         get: {
           operationId: "openApiDocument",
@@ -141,6 +158,8 @@ function build(): JsonObject {
             NotAllowed: NotAllowedSchema,
             Unavailable: UnavailableSchema,
             InternalError: InternalErrorSchema,
+            Node: NodeSchema,
+            DriftAccepted: DriftAcceptedSchema,
           },
           "output",
         ),
