@@ -8,11 +8,20 @@
 // no monitor is running.
 //
 // What it records: capacity and engine facts from cluster.nodes(); `reserved` = the summed limits
-// of the node's up (running, paused, restarting) containers labelled io.capstan.podgroup. A
-// container's limits never change in Capstan's hands, so each is inspected once and remembered
-// while it stays up. A node whose engine does not answer, or whose containers cannot be listed, is
-// recorded unreachable with the reason; it never stops the loop. Records of nodes that are no
+// of the node's up (running, paused, restarting) containers labelled io.capstan.podgroup or
+// io.capstan.dependency (PodGroup instances and dependency pods). A container's limits never
+// change in Capstan's hands, so each is inspected once and remembered while it stays up. A node
+// whose engine does not answer, or whose containers cannot be listed, is recorded unreachable with
+// the reason and since when (unreachableSince, carried over from the previous record, so a monitor
+// restart does not restart the clock); it never stops the loop. Records of nodes that are no
 // longer in the cluster are deleted.
+//
+// Auto drift: once a node has been unreachable for nodeTimeoutMs (-node-timeout, 60 s), the monitor
+// writes ONE drift task for the outage, {from: node, force: false, reason: "node-timeout"}, under
+// the id node-timeout-<node>-<unreachableSince ms> (create-only, so a repeat is a no-op), and notes
+// its id in the record (autoDriftTask), so a restarted monitor does not write it again for the same
+// outage. The PodGroup controller moves the node's non-stateful instances elsewhere; when the node
+// answers again, the copies left on it are removed as extras (controllers/podgroup/drift.ts).
 //
 // Leader-only: one writer, through the fenced store, so a deposed leader's late write is refused.
 import { Registry } from "prom-client";
@@ -27,6 +36,7 @@ import {
 import type { Store } from "../../adapters/store/store.ts";
 import { keys, nameOf } from "../../api/resources/keys.ts";
 import type { NodeRecord } from "../../api/resources/node.ts";
+import type { DriftTask } from "../../api/resources/task.ts";
 import { realClock, type Clock, type TimerHandle } from "../../runtime/clock.ts";
 import { withDeadline } from "../../runtime/deadline.ts";
 import { silentLogger, type Logger } from "../../runtime/log.ts";
@@ -46,13 +56,25 @@ export interface NodeMonitorOptions {
   heartbeatMs?: number;
   /** Deadline of each engine or store call (default 10 s). */
   callTimeoutMs?: number;
+  /** A node unreachable this long gets a drift task (default 60 s, -node-timeout). */
+  nodeTimeoutMs?: number;
   clock?: Clock;
+  /** Wall clock (ms since the epoch) for the times records keep; default Date.now. */
+  now?: () => number;
   log?: Logger;
   registry?: Registry;
 }
 
-/** Containers whose limits count as reserved: Capstan's PodGroup instances. */
+/** Containers whose limits count as reserved: Capstan's PodGroup instances... */
 export const reservedLabel = "io.capstan.podgroup";
+/** ...and dependency pods. */
+export const dependencyLabel = "io.capstan.dependency";
+const reservedLabels = [reservedLabel, dependencyLabel];
+
+/** The auto-drift task id of one outage: the same outage always gives the same id. */
+export function autoDriftTaskId(node: string, unreachableSince: string): string {
+  return `node-timeout-${node}-${Date.parse(unreachableSince)}`;
+}
 
 export function createNodeMonitor(opts: NodeMonitorOptions): Runnable {
   return new NodeMonitor(opts);
@@ -72,7 +94,9 @@ class NodeMonitor implements Runnable {
   private readonly debounceMs: number;
   private readonly heartbeatMs: number;
   private readonly callTimeoutMs: number;
+  private readonly nodeTimeoutMs: number;
   private readonly clock: Clock;
+  private readonly now: () => number;
   private readonly log: Logger;
   private readonly metrics: { syncs: ReturnType<typeof counter<"result">>; writes: ReturnType<typeof counter<"kind">> };
 
@@ -88,10 +112,12 @@ class NodeMonitor implements Runnable {
     this.debounceMs = opts.debounceMs ?? 1_000;
     this.heartbeatMs = opts.heartbeatMs ?? 60_000;
     this.callTimeoutMs = opts.callTimeoutMs ?? 10_000;
+    this.nodeTimeoutMs = opts.nodeTimeoutMs ?? 60_000;
     this.clock = opts.clock ?? realClock;
+    this.now = opts.now ?? Date.now;
     this.log = opts.log ?? silentLogger;
-    if (!(this.intervalMs > 0 && this.debounceMs >= 0 && this.heartbeatMs > 0 && this.callTimeoutMs > 0)) {
-      throw new RangeError("node monitor: intervalMs, heartbeatMs and callTimeoutMs must be > 0, debounceMs >= 0");
+    if (!(this.intervalMs > 0 && this.debounceMs >= 0 && this.heartbeatMs > 0 && this.callTimeoutMs > 0 && this.nodeTimeoutMs > 0)) {
+      throw new RangeError("node monitor: intervalMs, heartbeatMs, callTimeoutMs and nodeTimeoutMs must be > 0, debounceMs >= 0");
     }
     // Without a registry the metrics go to a private one nobody scrapes.
     const registry = opts.registry ?? new Registry();
@@ -109,24 +135,26 @@ class NodeMonitor implements Runnable {
       dirty = true;
       wake?.();
     };
-    const subscription = this.cluster.subscribe(
-      () => {
-        // Every relist, node state change or container event of interest: sync soon, once.
-        debounce ??= this.clock.setTimer(this.debounceMs, () => {
-          debounce = undefined;
-          trigger();
-        });
-      },
-      { filters: { label: [reservedLabel], event: ["start", "die", "destroy"] } },
+    // Every relist, node state change or container event of interest: sync soon, once. One
+    // subscription per label, since an engine ANDs the labels of one filter.
+    const onEvent = () => {
+      debounce ??= this.clock.setTimer(this.debounceMs, () => {
+        debounce = undefined;
+        trigger();
+      });
+    };
+    const subscriptions = reservedLabels.map((label) =>
+      this.cluster.subscribe(onEvent, { filters: { label: [label], event: ["start", "die", "destroy"] } }),
     );
     try {
       await this.seed(signal);
       while (!signal.aborted) {
         dirty = false;
-        await this.syncOnce(signal);
+        const nextTimeoutIn = await this.syncOnce(signal);
         if (dirty || signal.aborted) continue;
         await new Promise<void>((resolve) => {
-          const timer = this.clock.setTimer(this.intervalMs, done);
+          // Wake for a node timeout falling due before the next interval, so auto drift is on time.
+          const timer = this.clock.setTimer(Math.min(this.intervalMs, nextTimeoutIn), done);
           function done() {
             timer.cancel();
             signal.removeEventListener("abort", done);
@@ -139,7 +167,7 @@ class NodeMonitor implements Runnable {
       }
     } finally {
       debounce?.cancel();
-      await subscription.unsubscribe();
+      await Promise.all(subscriptions.map((s) => s.unsubscribe()));
     }
   }
 
@@ -160,24 +188,64 @@ class NodeMonitor implements Runnable {
     }
   }
 
-  /** One pass over every node. Never throws: failures are logged, counted and retried next pass. */
-  private async syncOnce(signal: AbortSignal): Promise<void> {
+  /**
+   * One pass over every node. Never throws: failures are logged, counted and retried next pass.
+   * Returns the ms until the next node timeout falls due (Infinity when none is pending).
+   */
+  private async syncOnce(signal: AbortSignal): Promise<number> {
+    let next = Infinity;
     try {
       const nodes = await this.bounded("cluster nodes", signal, (s) => this.cluster.nodes({ signal: s }));
       const records = await Promise.all(nodes.map((n) => this.observe(n, signal)));
-      await Promise.all(records.map((r) => this.write(r, signal)));
+      await Promise.all(
+        records.map(async (r) => {
+          next = Math.min(next, await this.autoDrift(r, signal));
+          await this.write(r, signal);
+        }),
+      );
       const current = new Set(nodes.map((n) => n.name));
       for (const name of [...this.written.keys()].filter((n) => !current.has(n))) await this.forget(name, signal);
       this.metrics.syncs.inc({ result: "ok" });
     } catch (e) {
-      if (signal.aborted) return;
+      if (signal.aborted) return next;
       this.metrics.syncs.inc({ result: "error" });
       this.log.warn({ err: e }, "node sync failed; retrying at the next interval");
     }
+    return next;
+  }
+
+  /**
+   * Writes the outage's drift task once the node has been unreachable for nodeTimeoutMs, and
+   * notes it in `record` (which the caller writes next). Returns the ms until the timeout falls
+   * due, or Infinity when nothing is pending for this node.
+   */
+  private async autoDrift(record: NodeRecord, signal: AbortSignal): Promise<number> {
+    if (record.state !== "unreachable" || record.unreachableSince === undefined || record.autoDriftTask !== undefined) return Infinity;
+    const left = Date.parse(record.unreachableSince) + this.nodeTimeoutMs - this.now();
+    if (left > 0) return left;
+    const task: DriftTask = {
+      id: autoDriftTaskId(record.name, record.unreachableSince),
+      kind: "drift",
+      from: record.name,
+      force: false,
+      reason: "node-timeout",
+      createdAt: new Date(this.now()).toISOString(),
+    };
+    const key = keys.task(task.id);
+    // Create-only: the same outage's task, written by an earlier monitor, is not written twice.
+    const res = await this.bounded(`write drift task for ${record.name}`, signal, () =>
+      this.store.txn([{ key, target: "createRevision", equals: 0 }], [{ type: "put", key, value: JSON.stringify(task) }]),
+    );
+    record.autoDriftTask = task.id;
+    this.metrics.writes.inc({ kind: "drift-task" });
+    if (res.succeeded) {
+      this.log.warn({ node: record.name, since: record.unreachableSince, task: task.id }, "node unreachable past the node timeout; its instances drift elsewhere");
+    }
+    return Infinity;
   }
 
   private async observe(node: NodeResources, signal: AbortSignal): Promise<NodeRecord> {
-    const now = new Date();
+    const now = new Date(this.now());
     const previous = this.written.get(node.name)?.record;
     if (node.state !== "ready") return unreachableRecord(node, node.error ?? "unreachable", previous, now);
     try {
@@ -189,15 +257,17 @@ class NodeMonitor implements Runnable {
     }
   }
 
-  /** Summed limits of the node's up Capstan containers. */
+  /** Summed limits of the node's up Capstan containers (PodGroup instances and dependency pods). */
   private async reserved(node: string, signal: AbortSignal): Promise<ResourceRequest> {
-    const up: ContainerSummary[] = await this.bounded(`list containers on ${node}`, signal, (s) =>
-      this.cluster.listContainers(node, {
-        all: true,
-        filters: { label: [reservedLabel], status: ["running", "paused", "restarting"] },
-        signal: s,
-      }),
+    const lists: ContainerSummary[][] = await Promise.all(
+      reservedLabels.map((label) =>
+        this.bounded(`list containers on ${node}`, signal, (s) =>
+          this.cluster.listContainers(node, { all: true, filters: { label: [label], status: ["running", "paused", "restarting"] }, signal: s }),
+        ),
+      ),
     );
+    // A container carrying both labels counts once.
+    const up = [...new Map(lists.flat().map((c) => [c.id, c])).values()];
     const seen = new Set<string>();
     const total = { memoryBytes: 0, nanoCpus: 0 };
     await Promise.all(

@@ -27,11 +27,25 @@ export function nodeRecord(node: NodeResources, reserved: ResourceRequest, updat
 /**
  * The record of a node that cannot be reached (or whose containers cannot be listed): marked
  * unreachable with the reason, keeping what was last known of its capacity and labels, since an
- * engine that is briefly down still has them and `GET /api/nodes` should still show them.
+ * engine that is briefly down still has them and `GET /api/nodes` should still show them. The
+ * outage's start (unreachableSince) and its auto-drift task carry over from a previous record of
+ * the same outage; a new outage starts now.
  */
 export function unreachableRecord(node: NodeResources, error: string, previous: NodeRecord | undefined, updatedAt: Date): NodeRecord {
   const known = previous ?? nodeRecord(node, { memoryBytes: 0, nanoCpus: 0 }, updatedAt);
-  return { ...known, name: node.name, address: node.address, endpoint: node.endpoint, state: "unreachable", error, updatedAt: updatedAt.toISOString() };
+  const { unreachableSince: since, autoDriftTask, ...rest } = known;
+  const sameOutage = previous?.state === "unreachable" && since !== undefined;
+  return {
+    ...rest,
+    name: node.name,
+    address: node.address,
+    endpoint: node.endpoint,
+    state: "unreachable",
+    error,
+    unreachableSince: sameOutage ? since : updatedAt.toISOString(),
+    ...(sameOutage && autoDriftTask !== undefined && { autoDriftTask }),
+    updatedAt: updatedAt.toISOString(),
+  };
 }
 
 /** Equal in everything but updatedAt (a rewrite only to refresh updatedAt is a heartbeat). */

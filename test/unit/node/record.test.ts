@@ -45,8 +45,21 @@ describe("unreachableRecord", () => {
       ...previous,
       state: "unreachable",
       error: "connect ENOENT",
+      unreachableSince: t1.toISOString(),
       updatedAt: t1.toISOString(),
     });
+  });
+
+  it("keeps the outage's start and auto-drift task while it lasts; a new outage starts afresh", () => {
+    const down = { ...resources, state: "unreachable" as const, cpus: 0, memoryBytes: 0, labels: {} };
+    const first = { ...unreachableRecord(down, "gone", nodeRecord(resources, { memoryBytes: 0, nanoCpus: 0 }, t0), t0), autoDriftTask: "node-timeout-n1-1" };
+    const later = unreachableRecord(down, "still gone", first, t1);
+    expect(later).toMatchObject({ unreachableSince: t0.toISOString(), autoDriftTask: "node-timeout-n1-1", updatedAt: t1.toISOString() });
+    const back = nodeRecord(resources, { memoryBytes: 0, nanoCpus: 0 }, t1);
+    expect(back.unreachableSince).toBeUndefined();
+    const again = unreachableRecord(down, "gone again", back, t1);
+    expect(again.unreachableSince).toBe(t1.toISOString());
+    expect(again.autoDriftTask).toBeUndefined();
   });
 
   it("without a previous record, records what the engine call returned", () => {
