@@ -35,13 +35,14 @@ import { StartEvents } from "./orchestrator/docker-events.ts";
 import { startPrivateEngine, type PrivateEngine } from "./orchestrator/private-engine.ts";
 import { rawCreateStart, removeLabelled } from "./orchestrator/raw.ts";
 import { SwarmPeer, type SwarmRun } from "./orchestrator/swarm.ts";
-import { percentile, report } from "./lib/report.ts";
+import { percentile, report, type Target } from "./lib/report.ts";
 
 const instances = 40;
 const rounds = positiveInt(process.env.BENCH_ORCHESTRATOR_ROUNDS, 5);
 const repairs = 20;
 const apiRequests = 2_000;
 const apiConcurrency = 16;
+const apiWarmup = 2_000;
 const storedGroups = 5_000;
 const refreshIntervalS = 30;
 const concurrency = defaultEngineLimits.writeConcurrency;
@@ -49,6 +50,10 @@ const concurrency = defaultEngineLimits.writeConcurrency;
 // grace period): clean-up between rounds stays short. The same command in every leg.
 const command = ["sh", "-c", "trap 'exit 0' TERM; sleep 2147483647 & wait"];
 const namespace = "bench";
+// BENCH_ORCHESTRATOR_PROFILE=DIR: the orchestrators under test write V8 CPU profiles (.cpuprofile,
+// open in Chrome DevTools or speedscope) to DIR when they stop. Profiling slows them: not for figures.
+const profileDir = process.env.BENCH_ORCHESTRATOR_PROFILE;
+const profileArgs = profileDir ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : [];
 
 const services = loadServices();
 const run = uniqueName("bo");
@@ -148,7 +153,7 @@ async function capstanDeploy(o: Orchestrator, name: string, network: NetworkMode
 async function startOrchestrator(cluster: string, engines: Record<string, Docker>): Promise<Orchestrator & { etcd: EtcdProcess }> {
   const etcd = await startEtcd();
   try {
-    const proc = await OrchestratorProcess.start({ storeUrl: `etcd://${etcd.endpoint}`, cluster });
+    const proc = await OrchestratorProcess.start({ storeUrl: `etcd://${etcd.endpoint}`, cluster, nodeArgs: profileArgs });
     return { proc, store: new EtcdStore({ endpoints: [etcd.endpoint] }), engines, etcd };
   } catch (err) {
     await etcd.stop();
@@ -392,8 +397,10 @@ async function apiLatency(o: Orchestrator, etcdEndpoint: string): Promise<{ api:
     names.push(name);
   }
   const pick = (i: number) => names[(i * 7919) % names.length]!;
-  // Warm-up: connections, JIT, the handlers' first calls.
-  await mixedLoad(200, async (i) => {
+  // Warm-up: connections, and the JIT, which needs a few thousand calls of each path (measured:
+  // after 200 a POST still cost twice the CPU it settles to), so the figures are the steady state
+  // of a server that has been up for a while. The etcd leg below is warmed the same way.
+  await mixedLoad(apiWarmup, async (i) => {
     const name = `${run}-api-w${i}`;
     const ok = (await api(o.proc.baseUrl, "POST", "/api/podgroups", groupSpec(name, 0))).status === 202;
     if (ok) names.push(name);
@@ -423,7 +430,7 @@ async function apiLatency(o: Orchestrator, etcdEndpoint: string): Promise<{ api:
       return r.succeeded;
     };
     const read = async (i: number) => (await client.get(`${prefix}seed${i % apiConcurrency}`).string()) !== null;
-    await mixedLoad(200, (i) => create(-1 - i), read);
+    await mixedLoad(apiWarmup, (i) => create(-1 - i), read);
     const etcd = await mixedLoad(apiRequests, create, read);
     await client.delete().prefix(prefix);
     return { api: measured, etcd };
@@ -555,6 +562,20 @@ function stopOrchestrator(o: Orchestrator & { etcd: EtcdProcess }): () => Promis
   };
 }
 
+type Part = "a" | "b" | "c" | "d";
+const allParts: readonly Part[] = ["a", "b", "c", "d"];
+
+/** BENCH_ORCHESTRATOR_ONLY=c (or "a,c", ...): run only those parts, e.g. while iterating on one. */
+function selectedParts(text: string | undefined): Set<Part> {
+  if (text === undefined || text.trim() === "") return new Set(allParts);
+  const parts = text.split(",").map((p) => p.trim());
+  const unknown = parts.filter((p) => !allParts.includes(p as Part));
+  if (unknown.length > 0) throw new Error(`BENCH_ORCHESTRATOR_ONLY: unknown part(s) ${unknown.join(", ")} (use a, b, c, d)`);
+  return new Set(parts as Part[]);
+}
+
+const parts = selectedParts(process.env.BENCH_ORCHESTRATOR_ONLY);
+
 async function main(): Promise<void> {
   await enginesUp();
   await withCleanups(async (defer) => {
@@ -566,40 +587,37 @@ async function main(): Promise<void> {
       await removeGroupsOf(shared, run);
     });
     const empty = await emptyFigures(duo);
-
-    // (a) with the private engine, Swarm and the single-engine orchestrator, all gone before (b):
-    // an idle swarm manager and a second orchestrator would only add noise to what follows.
-    const a = await withCleanups(async (deferA) => {
-      const engine = await startPrivateEngine({ rootfsTar: `${services.dir}/busybox-rootfs.tar`, image: services.testImage });
-      deferA(() => engine.stop());
-      const swarm = await SwarmPeer.init(engine.docker);
-      deferA(() => swarm.leave());
-      const solo = await startOrchestrator(`${engine.name}=${engine.endpoint}`, { [engine.name]: engine.docker });
-      deferA(stopOrchestrator(solo));
-      deferA(async () => {
-        await enginesUp();
-        await removeLabelled(shared, `${benchLabel}=${run}`, concurrency);
-      });
-      return deployLegs(duo, solo, engine, swarm);
-    });
-    const b = await repairLatency(duo);
-    console.log(`repair: ${b.map((ms) => ms.toFixed(0)).join(" ")} ms`);
-    const c = await apiLatency(duo, duo.etcd.endpoint);
-    console.log(`api: p50 ${percentile(c.api.all, 50).toFixed(1)} ms, p99 ${percentile(c.api.all, 99).toFixed(1)} ms, errors ${c.api.errors}`);
-    const d = await scaleFigures(duo, empty);
-
+    const figures: Record<string, number> = {};
+    const ratios: Record<string, number> = {};
+    const targets: Target[] = [];
+    const notes: string[] = [];
     const med = (xs: number[]) => percentile(xs, 50);
-    const capstan2 = med(a.capstan2.map((x) => x.statusMs));
-    const capstan1 = med(a.capstan1.map((x) => x.statusMs));
-    const raw2 = med(a.raw2);
-    const raw1 = med(a.raw1);
-    const swarm1 = med(a.swarm1.map((x) => x.tasksRunningMs));
-    // The same comparisons made within each round, then the median: robust to load drifting
-    // between rounds on a shared machine.
-    const paired = (xs: number[], ys: number[]) => med(xs.map((x, i) => x / ys[i]!));
-    report({
-      bench: "orchestrator",
-      figures: {
+
+    if (parts.has("a")) {
+      // (a) with the private engine, Swarm and the single-engine orchestrator, all gone before (b):
+      // an idle swarm manager and a second orchestrator would only add noise to what follows.
+      const a = await withCleanups(async (deferA) => {
+        const engine = await startPrivateEngine({ rootfsTar: `${services.dir}/busybox-rootfs.tar`, image: services.testImage });
+        deferA(() => engine.stop());
+        const swarm = await SwarmPeer.init(engine.docker);
+        deferA(() => swarm.leave());
+        const solo = await startOrchestrator(`${engine.name}=${engine.endpoint}`, { [engine.name]: engine.docker });
+        deferA(stopOrchestrator(solo));
+        deferA(async () => {
+          await enginesUp();
+          await removeLabelled(shared, `${benchLabel}=${run}`, concurrency);
+        });
+        return deployLegs(duo, solo, engine, swarm);
+      });
+      const capstan2 = med(a.capstan2.map((x) => x.statusMs));
+      const capstan1 = med(a.capstan1.map((x) => x.statusMs));
+      const raw2 = med(a.raw2);
+      const raw1 = med(a.raw1);
+      const swarm1 = med(a.swarm1.map((x) => x.tasksRunningMs));
+      // The same comparisons made within each round, then the median: robust to load drifting
+      // between rounds on a shared machine.
+      const paired = (xs: number[], ys: number[]) => med(xs.map((x, i) => x / ys[i]!));
+      Object.assign(figures, {
         instances,
         rounds,
         write_concurrency_per_engine: concurrency,
@@ -614,9 +632,33 @@ async function main(): Promise<void> {
         paired_capstan_over_raw: paired(a.capstan2.map((x) => x.statusMs), a.raw2),
         paired_capstan_over_swarm: paired(a.capstan1.map((x) => x.statusMs), a.swarm1.map((x) => x.tasksRunningMs)),
         paired_capstan_1engine_over_raw: paired(a.capstan1.map((x) => x.statusMs), a.raw1),
-        repair_median_ms: med(b),
-        repair_p90_ms: percentile(b, 90),
-        repair_max_ms: Math.max(...b),
+      });
+      Object.assign(ratios, {
+        capstan_over_raw: capstan2 / raw2,
+        capstan_over_swarm: capstan1 / swarm1,
+        capstan_1engine_over_raw: capstan1 / raw1,
+        capstan_2engines_over_swarm_1engine: capstan2 / swarm1,
+      });
+      targets.push({ name: "capstan_over_raw", kind: "max", value: 1.25 }, { name: "capstan_over_swarm", kind: "max", value: 1 });
+      notes.push(
+        `(a) ${instances} busybox containers (${command.join(" ")}); medians of ${rounds} rounds, order rotating`,
+        "(a) capstan_over_raw: 2 shared engines, NetworkMode none; capstan_over_swarm: one private engine each, NetworkMode default (Swarm runs only there)",
+        "(a) Capstan 'running' = its status record says every pod runs; Swarm = its task list; *_started_ms = the engines' start events",
+      );
+    }
+
+    if (parts.has("b")) {
+      const b = await repairLatency(duo);
+      console.log(`repair: ${b.map((ms) => ms.toFixed(0)).join(" ")} ms`);
+      Object.assign(figures, { repair_median_ms: med(b), repair_p90_ms: percentile(b, 90), repair_max_ms: Math.max(...b) });
+      targets.push({ name: "repair_median_ms", kind: "max", value: 2_000 });
+      notes.push(`(b) a container force-removed, until the engine starts its replacement; ${repairs} repairs, one per instance`);
+    }
+
+    if (parts.has("c")) {
+      const c = await apiLatency(duo, duo.etcd.endpoint);
+      console.log(`api: p50 ${percentile(c.api.all, 50).toFixed(1)} ms, p99 ${percentile(c.api.all, 99).toFixed(1)} ms, errors ${c.api.errors}`);
+      Object.assign(figures, {
         api_p50_ms: percentile(c.api.all, 50),
         api_p99_ms: percentile(c.api.all, 99),
         api_post_p99_ms: percentile(c.api.post, 99),
@@ -631,6 +673,15 @@ async function main(): Promise<void> {
         etcd_p99_ms: percentile(c.etcd.all, 99),
         etcd_write_p99_ms: percentile(c.etcd.post, 99),
         etcd_read_p99_ms: percentile(c.etcd.get, 99),
+      });
+      ratios.api_p99_over_etcd_p99 = percentile(c.api.all, 99) / percentile(c.etcd.all, 99);
+      targets.push({ name: "api_p99_ms", kind: "max", value: 25 });
+      notes.push(`(c) ${apiRequests} requests, 25% POST / 75% GET, ${apiConcurrency} at a time; etcd_* = the same mix as bare etcd ops`);
+    }
+
+    if (parts.has("d")) {
+      const d = await scaleFigures(duo, empty);
+      Object.assign(figures, {
         groups_stored: storedGroups,
         rss_empty_mb: d.rssEmptyMb,
         rss_5000_groups_mb: d.rssMb,
@@ -641,28 +692,14 @@ async function main(): Promise<void> {
         refresh_cycle_cpu_s: d.refreshCpuS,
         refresh_cpu_ms_per_group: (d.refreshCpuS * 1000) / storedGroups,
         idle_cpu_s_per_s: d.idleCpuPerS,
-      },
-      ratios: {
-        capstan_over_raw: capstan2 / raw2,
-        capstan_over_swarm: capstan1 / swarm1,
-        capstan_1engine_over_raw: capstan1 / raw1,
-        capstan_2engines_over_swarm_1engine: capstan2 / swarm1,
-      },
-      targets: [
-        { name: "capstan_over_raw", kind: "max", value: 1.25 },
-        { name: "capstan_over_swarm", kind: "max", value: 1 },
-        { name: "repair_median_ms", kind: "max", value: 2_000 },
-        { name: "api_p99_ms", kind: "max", value: 25 },
-      ],
-      notes: [
-        `(a) ${instances} busybox containers (${command.join(" ")}); medians of ${rounds} rounds, order rotating`,
-        "(a) capstan_over_raw: 2 shared engines, NetworkMode none; capstan_over_swarm: one private engine each, NetworkMode default (Swarm runs only there)",
-        "(a) Capstan 'running' = its status record says every pod runs; Swarm = its task list; *_started_ms = the engines' start events",
-        `(b) a container force-removed, until the engine starts its replacement; ${repairs} repairs, one per instance`,
-        `(c) ${apiRequests} requests, 25% POST / 75% GET, ${apiConcurrency} at a time; etcd_* = the same mix as bare etcd ops`,
-        `(d) ${storedGroups} zero-instance groups; refresh interval ${refreshIntervalS}s; CPU from /proc/<pid>/stat`,
-      ],
-    });
+      });
+      notes.push(`(d) ${storedGroups} zero-instance groups; refresh interval ${refreshIntervalS}s; CPU from /proc/<pid>/stat`);
+    }
+
+    if (parts.size < allParts.length) notes.push(`only part(s) ${[...parts].join(", ")} (BENCH_ORCHESTRATOR_ONLY)`);
+    // A partial run writes bench/results/orchestrator-<parts>.json, leaving the full run's file alone.
+    const bench = parts.size < allParts.length ? `orchestrator-${[...parts].sort().join("")}` : "orchestrator";
+    report({ bench, figures, ratios, targets, notes });
   });
 }
 

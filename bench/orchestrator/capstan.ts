@@ -22,6 +22,8 @@ export interface OrchestratorOptions {
   cluster: string;
   /** Extra options, e.g. ["-refresh-interval", "20s"]. */
   args?: string[];
+  /** Options for node itself, e.g. ["--cpu-prof", "--cpu-prof-dir=/tmp/prof"]. */
+  nodeArgs?: string[];
   readyTimeoutMs?: number;
 }
 
@@ -43,7 +45,7 @@ export class OrchestratorProcess {
     const logFile = await open(join(dir, "log"), "w");
     const child = spawn(
       process.execPath,
-      [capstanBin, "orchestrator", "-web", `127.0.0.1:${port}`, "-store", options.storeUrl, "-cluster", options.cluster, ...(options.args ?? [])],
+      [...(options.nodeArgs ?? []), capstanBin, "orchestrator", "-web", `127.0.0.1:${port}`, "-store", options.storeUrl, "-cluster", options.cluster, ...(options.args ?? [])],
       { stdio: ["ignore", logFile.fd, logFile.fd] },
     );
     await logFile.close();
