@@ -1,5 +1,6 @@
-// The orchestrator's shared caches: node records and stored PodGroup specs. Every replica runs them
-// (the API's feasibility check reads them); the PodGroup controller may read them too.
+// The orchestrator's shared caches: node records, stored PodGroup specs and the controller's status
+// records. Every replica runs them: the API's feasibility check reads nodes and specs, its GETs read
+// specs and statuses (records.ts, PodGroupReader); the PodGroup controller may read them too.
 import type { Registry } from "prom-client";
 import type { Store } from "../../adapters/store/store.ts";
 import type { Clock } from "../../runtime/clock.ts";
@@ -8,11 +9,15 @@ import type { KeyValueLike } from "../../runtime/listwatch.ts";
 import type { Logger } from "../../runtime/log.ts";
 import { keys, nameOf } from "../resources/keys.ts";
 import type { NodeRecord } from "../resources/node.ts";
-import type { StoredPodGroup } from "../resources/podgroup.ts";
+import type { PodGroupStatus, StoredPodGroup } from "../resources/podgroup.ts";
+
+/** A status record as cached: "unreadable" when the stored value is not a JSON object (GET says so). */
+export type CachedStatus = PodGroupStatus | "unreadable";
 
 export interface OrchestratorInformers {
   nodes: Informer<NodeRecord>;
   podGroups: Informer<StoredPodGroup>;
+  podGroupStatuses: Informer<CachedStatus>;
 }
 
 export interface OrchestratorInformerOptions {
@@ -25,6 +30,13 @@ export function orchestratorInformers(store: Store, options: OrchestratorInforme
   return {
     nodes: new Informer<NodeRecord>({ name: "nodes", source: store, prefix: keys.nodes, decode: decodeNodeRecord, ...options }),
     podGroups: new Informer<StoredPodGroup>({ name: "podgroups", source: store, prefix: keys.podGroups, decode: decodeStoredPodGroup, ...options }),
+    podGroupStatuses: new Informer<CachedStatus>({
+      name: "podgroup-status",
+      source: store,
+      prefix: keys.podGroupStatus,
+      decode: decodePodGroupStatus,
+      ...options,
+    }),
   };
 }
 
@@ -46,6 +58,25 @@ export function decodeStoredPodGroup(kv: KeyValueLike): StoredPodGroup {
     throw new TypeError(`podgroup record ${kv.key} lacks numInstances or pod.containers`);
   }
   return g;
+}
+
+/**
+ * Never throws: an unreadable status is cached as such, so GET shows "the status record is not
+ * valid JSON" (as a store read does) instead of a pending group. The controller wrote the record;
+ * GET shows it without checking its fields, as a store read would.
+ */
+export function decodePodGroupStatus(kv: KeyValueLike): CachedStatus {
+  return parseStatusValue(kv.value);
+}
+
+/** A stored status value as GET shows it (cached or read from the store: the same rule). */
+export function parseStatusValue(text: string): CachedStatus {
+  try {
+    const value = JSON.parse(text) as unknown;
+    return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as PodGroupStatus) : "unreadable";
+  } catch {
+    return "unreadable";
+  }
 }
 
 /** A JSON object whose `name` is the last segment of its key (the invariant every writer keeps). */

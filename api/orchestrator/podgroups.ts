@@ -1,7 +1,8 @@
 // The orchestrator's PodGroup API (DESIGN.md section 6; platform spec C, "PodGroup operations").
 // A thin Hono app: parse and validate, check feasibility against the informer caches, write the
-// desired spec (or a refresh task) in one store transaction, answer. It never calls Docker; the
-// PodGroup controller converges the engines to what is written here.
+// desired spec (or a refresh task) in one store transaction, answer. GETs answer from the informer
+// caches (PodGroupReader: read-your-own-writes on this replica, store reads when a cache is behind).
+// It never calls Docker; the PodGroup controller converges the engines to what is written here.
 //
 //   GET    /api/podgroups?name=&force_update=             200 PodGroupWithSpec | 400 | 404
 //   GET    /api/podgroups/_all                            200 PodGroupWithSpec[]
@@ -25,13 +26,16 @@ import { DemandIndex } from "./demand.ts";
 import { checkFeasibility, type GroupShape } from "./feasibility.ts";
 import { openApiDocument } from "./openapi.ts";
 import { DeleteQuery, GetQuery, PatchQuery, ReplicaQuery } from "./queries.ts";
-import { createPodGroup, getPodGroupWithStatus, listPodGroupsWithStatus, requestRefresh, updatePodGroup } from "./records.ts";
+import type { CachedStatus } from "./informers.ts";
+import { createPodGroup, PodGroupReader, requestRefresh, updatePodGroup } from "./records.ts";
 
 export interface PodGroupApiOptions {
   /** Not fenced: every replica accepts writes (they are compare-and-swap). */
   store: Store;
   nodes: Informer<NodeRecord>;
   podGroups: Informer<StoredPodGroup>;
+  /** GETs read it with podGroups once both are synced; without it (or before) they read the store. */
+  podGroupStatuses?: Informer<CachedStatus>;
   log?: Logger;
 }
 
@@ -41,6 +45,7 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
   const { store } = opts;
   const log = (opts.log ?? silentLogger).child({ api: "podgroups" });
   const demand = new DemandIndex(opts.podGroups);
+  const reader = new PodGroupReader(store, opts.podGroups, opts.podGroupStatuses);
   const app = new Hono();
   app.onError(errorHandler(log));
   app.notFound(notFoundHandler);
@@ -53,11 +58,11 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
 
   app.get("/api/openapi.json", (c) => c.json(openApiDocument()));
 
-  app.get("/api/podgroups/_all", async (c) => c.json(await listPodGroupsWithStatus(store)));
+  app.get("/api/podgroups/_all", async (c) => c.json(await reader.list()));
 
   app.get("/api/podgroups", async (c) => {
     const q = parseQuery(c, GetQuery);
-    const group = await getPodGroupWithStatus(store, q.name);
+    const group = await reader.get(q.name);
     if (group === null) throw notFound(`podgroup ${q.name} not found`);
     if (q.force_update) {
       const task = await requestRefresh(store, q.name, new Date());
@@ -71,16 +76,17 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
     const filters = placementFilters(spec.pod, "pod.filters");
     const group = storedForm(spec, new Date().toISOString());
     admit("create", undefined, group, filters);
-    await createPodGroup(store, group);
+    reader.wrote(await createPodGroup(store, group));
     log.info({ podgroup: group.name, numInstances: group.numInstances }, "podgroup created");
     return accepted(c, `podgroup ${group.name} accepted; its ${group.numInstances} instance(s) are being deployed`, checkUrlOf(group.name));
   });
 
   app.delete("/api/podgroups", async (c) => {
     const { name } = parseQuery(c, DeleteQuery);
-    const { written } = await updatePodGroup(store, name, (current) =>
+    const { written, revision } = await updatePodGroup(store, name, (current) =>
       current.deleting ? undefined : { ...current, deleting: true, updatedAt: new Date().toISOString() },
     );
+    reader.wrote(revision);
     if (written) log.info({ podgroup: name }, "podgroup deletion requested");
     return accepted(c, `podgroup ${name} is being deleted`, checkUrlOf(name));
   });
@@ -93,7 +99,7 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
   /** cmd=replica: numInstances and restartPolicy; the pod (and its version) stays as it is. */
   const patchReplica = async (c: Context) => {
     const q = parseQuery(c, ReplicaQuery);
-    const { written, record } = await updatePodGroup(store, q.name, (current) => {
+    const { written, record, revision } = await updatePodGroup(store, q.name, (current) => {
       if (current.deleting) throw notFound(`podgroup ${q.name} is being deleted`);
       const restartPolicy = q.restart_policy ?? current.restartPolicy;
       if (current.numInstances === q.num_instances && current.restartPolicy === restartPolicy) return undefined;
@@ -101,6 +107,7 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
       admit("scale", current, next, placementFilters(current.pod, "pod.filters"));
       return next;
     });
+    reader.wrote(revision);
     if (written) log.info({ podgroup: q.name, numInstances: record.numInstances, restartPolicy: record.restartPolicy }, "podgroup scaled");
     const message = written
       ? `podgroup ${q.name} will run ${record.numInstances} instance(s), restart policy ${record.restartPolicy}`
@@ -113,7 +120,7 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
     const { name } = parseQuery(c, PatchQuery);
     const pod = await readJsonBody(c, PodSpecInput, "PodSpec");
     const filters = placementFilters(pod, "filters");
-    const { written, record } = await updatePodGroup(store, name, (current) => {
+    const { written, record, revision } = await updatePodGroup(store, name, (current) => {
       if (current.deleting) throw notFound(`podgroup ${name} is being deleted`);
       const candidate = normalised({ ...pod, name: pod.name ?? current.name, version: current.pod.version });
       // The same spec again (a re-applied file) is not a change: no new version, no rollout.
@@ -122,6 +129,7 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
       admit("update", current, next, filters);
       return next;
     });
+    reader.wrote(revision);
     if (written) log.info({ podgroup: name, version: record.pod.version }, "podgroup spec updated");
     const message = written
       ? `podgroup ${name} is being updated to pod version ${record.pod.version}, one instance at a time`

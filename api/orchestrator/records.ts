@@ -1,12 +1,16 @@
 // The API's reads and writes of PodGroup records. Each write is one store transaction: create-only
 // for a new group, compare-and-swap on the key's modRevision for a change, so concurrent requests
 // on any replica never overwrite each other (a lost race re-reads and re-applies the change).
+// GETs are answered from the informer caches by PodGroupReader, with the consistency rules
+// written there (and in docs/orchestrator.md, "Reads").
 import { randomUUID } from "node:crypto";
 import type { KeyValue, Store } from "../../adapters/store/store.ts";
+import type { Informer } from "../../runtime/informer.ts";
 import { keys } from "../resources/keys.ts";
-import type { PodGroupStatus, PodGroupWithSpec, StoredPodGroup } from "../resources/podgroup.ts";
+import type { PodGroupWithSpec, StoredPodGroup } from "../resources/podgroup.ts";
 import type { RefreshTask } from "../resources/task.ts";
 import { notAllowed, notFound, unavailable } from "../http/index.ts";
+import { parseStatusValue, type CachedStatus } from "./informers.ts";
 
 export interface Versioned<T> {
   record: T;
@@ -19,11 +23,14 @@ export async function getPodGroup(store: Store, name: string): Promise<Versioned
   return { record: JSON.parse(kv.value) as StoredPodGroup, modRevision: kv.modRevision };
 }
 
-/** Store a new group; a 409 AlreadyExists when the name is taken (or still being deleted). */
-export async function createPodGroup(store: Store, group: StoredPodGroup): Promise<void> {
+/**
+ * Store a new group in one create-only transaction (no read before it); resolves with the write's
+ * revision. A 409 AlreadyExists when the name is taken (or still being deleted).
+ */
+export async function createPodGroup(store: Store, group: StoredPodGroup): Promise<number> {
   const key = keys.podGroup(group.name);
-  const { succeeded } = await store.txn([{ key, target: "createRevision", equals: 0 }], [{ type: "put", key, value: JSON.stringify(group) }]);
-  if (succeeded) return;
+  const { succeeded, revision } = await store.txn([{ key, target: "createRevision", equals: 0 }], [{ type: "put", key, value: JSON.stringify(group) }]);
+  if (succeeded) return revision;
   const existing = await getPodGroup(store, group.name);
   if (existing?.record.deleting) {
     throw notAllowed("AlreadyExists", `podgroup ${group.name} is being deleted; create it again once GET answers 404`);
@@ -36,24 +43,25 @@ export async function createPodGroup(store: Store, group: StoredPodGroup): Promi
  * lost race. `change` returns the new record, or undefined when there is nothing to write; it may
  * throw an ApiError (e.g. 409 InsufficientResources), which ends the update unwritten. A missing
  * group is a 404. Each round that loses a race means another writer won, so with N concurrent
- * writers N rounds always suffice; the bound only stops a pathological livelock.
+ * writers N rounds always suffice; the bound only stops a pathological livelock. `revision` is the
+ * write's revision, or when nothing was written the modRevision of the record `change` saw.
  */
 export async function updatePodGroup(
   store: Store,
   name: string,
   change: (current: StoredPodGroup) => StoredPodGroup | undefined,
   maxAttempts = 64,
-): Promise<{ written: boolean; record: StoredPodGroup }> {
+): Promise<{ written: boolean; record: StoredPodGroup; revision: number }> {
   const key = keys.podGroup(name);
   for (let attempt = 0; attempt < maxAttempts; attempt++) {
     const current = await getPodGroup(store, name);
     if (current === null) throw notFound(`podgroup ${name} not found`);
     const next = change(current.record);
-    if (next === undefined) return { written: false, record: current.record };
-    const { succeeded } = await store.put(key, JSON.stringify(next), {
+    if (next === undefined) return { written: false, record: current.record, revision: current.modRevision };
+    const { succeeded, revision } = await store.put(key, JSON.stringify(next), {
       expect: [{ key, target: "modRevision", equals: current.modRevision }],
     });
-    if (succeeded) return { written: true, record: next };
+    if (succeeded) return { written: true, record: next, revision };
   }
   throw unavailable(`podgroup ${name} is being changed by too many concurrent requests; retry`);
 }
@@ -62,15 +70,15 @@ export async function updatePodGroup(
 export async function getPodGroupWithStatus(store: Store, name: string): Promise<PodGroupWithSpec | null> {
   const [spec, status] = await Promise.all([store.get(keys.podGroup(name)), store.get(keys.podGroupStatusOf(name))]);
   if (spec === null) return null;
-  return withStatus(JSON.parse(spec.value) as StoredPodGroup, status === null ? null : parseStatus(status.value));
+  return withStatus(JSON.parse(spec.value) as StoredPodGroup, status === null ? null : parseStatusValue(status.value));
 }
 
 /** Every group with its status, read at one store revision, in name order. */
 export async function listPodGroupsWithStatus(store: Store): Promise<PodGroupWithSpec[]> {
   const specs = await listAll(store, keys.podGroups);
-  const statuses = new Map<string, PodGroupStatus | "unreadable">();
+  const statuses = new Map<string, CachedStatus>();
   for (const kv of (await listAll(store, keys.podGroupStatus, specs.revision)).items) {
-    statuses.set(kv.key.slice(keys.podGroupStatus.length), parseStatus(kv.value));
+    statuses.set(kv.key.slice(keys.podGroupStatus.length), parseStatusValue(kv.value));
   }
   return specs.items.map((kv) => {
     const spec = JSON.parse(kv.value) as StoredPodGroup;
@@ -85,7 +93,7 @@ export async function requestRefresh(store: Store, name: string, now: Date): Pro
   return task;
 }
 
-function withStatus(spec: StoredPodGroup, status: PodGroupStatus | "unreadable" | null): PodGroupWithSpec {
+function withStatus(spec: StoredPodGroup, status: CachedStatus | null): PodGroupWithSpec {
   // While the controller removes the group it may not have said so yet; the spec's flag is the truth.
   const removing = spec.deleting === true;
   if (status === null || status === "unreadable") {
@@ -94,15 +102,6 @@ function withStatus(spec: StoredPodGroup, status: PodGroupStatus | "unreadable" 
   }
   const { internal: _internal, ...shown } = status;
   return { spec, ...shown, state: removing ? "removing" : shown.state };
-}
-
-/** A status the controller wrote; an unreadable one is shown as such rather than failing the GET. */
-function parseStatus(value: string): PodGroupStatus | "unreadable" {
-  try {
-    return JSON.parse(value) as PodGroupStatus;
-  } catch {
-    return "unreadable";
-  }
 }
 
 const pageSize = 1000;
@@ -120,4 +119,70 @@ async function listAll(store: Store, prefix: string, revision?: number): Promise
     startAfter = last.key;
   }
   return { items, revision: at };
+}
+
+/**
+ * GET's reads, answered from the podgroups and podgroup-status informers instead of two store reads
+ * per request. The consistency a client sees (docs/orchestrator.md, "Reads"):
+ *
+ * - Read-your-own-writes on a replica: every spec write made through this replica's API raises
+ *   `writtenRevision`; a GET first waits until the spec cache reflects it. An answer never shows a
+ *   spec older than one this replica wrote or said was unchanged, and the cache only moves forward,
+ *   so successive GETs on one replica never go back in time either.
+ * - A miss is confirmed by the store: a group created through another replica a moment ago (its
+ *   event not yet delivered here) is read from the store, never answered 404 from the cache.
+ * - When the caches are behind (not synced yet, or the spec cache does not reach `writtenRevision`
+ *   within `catchUpMs` because its watch is down or relisting), the GET reads the store: an informer
+ *   that is behind never makes an answer older than the store.
+ * - Otherwise a change written through another replica shows here once its watch event arrives
+ *   (milliseconds); status records are the controller's, and trail the spec as they always have.
+ *
+ * Why not linearizable reads from the cache (Kubernetes' consistent reads from its watch cache):
+ * they need the store's current revision per request and a watch progress request to bring the
+ * cache up to it, and etcd before 3.4.31 / 3.5.13 cannot answer progress requests safely (see
+ * EtcdStore.progressRequestsSafe); waiting for the periodic progress notification instead would
+ * cost up to its interval per GET.
+ */
+export class PodGroupReader {
+  /** Highest revision of a spec write (or unchanged spec) this replica answered for. */
+  private writtenRevision = 0;
+
+  constructor(
+    private readonly store: Store,
+    private readonly specs: Informer<StoredPodGroup>,
+    private readonly statuses: Informer<CachedStatus> | undefined,
+    private readonly catchUpMs = 1_000,
+  ) {}
+
+  /** After a spec write through this replica (POST, PATCH, DELETE): later GETs reflect it. */
+  wrote(revision: number): void {
+    if (revision > this.writtenRevision) this.writtenRevision = revision;
+  }
+
+  async get(name: string): Promise<PodGroupWithSpec | null> {
+    if (!(await this.current())) return getPodGroupWithStatus(this.store, name);
+    const spec = this.specs.get(keys.podGroup(name));
+    if (spec === undefined) return getPodGroupWithStatus(this.store, name);
+    return withStatus(spec, this.statuses!.get(keys.podGroupStatusOf(name)) ?? null);
+  }
+
+  /** Every group with its status, in name order (the store's key order: names are ASCII). */
+  async list(): Promise<PodGroupWithSpec[]> {
+    if (!(await this.current())) return listPodGroupsWithStatus(this.store);
+    const statuses = this.statuses!;
+    return this.specs
+      .list()
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+      .map((spec) => withStatus(spec, statuses.get(keys.podGroupStatusOf(spec.name)) ?? null));
+  }
+
+  /** True when both caches are synced and the spec cache reflects this replica's writes. */
+  private async current(): Promise<boolean> {
+    if (this.statuses === undefined || !this.specs.hasSynced() || !this.statuses.hasSynced()) return false;
+    if (this.specs.cacheRevision() >= this.writtenRevision) return true;
+    return this.specs.waitForRevision(this.writtenRevision, undefined, this.catchUpMs).then(
+      () => true,
+      () => false,
+    );
+  }
 }
