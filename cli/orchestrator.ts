@@ -26,9 +26,9 @@ export function installOrchestrator(ctx: ServeContext, settings: OrchestratorSet
   const registry = manager.registry;
   const fenced = fencedStore(store, () => elector.fence());
 
-  const { nodes, podGroups } = orchestratorInformers(store, { log, registry });
-  manager.addInformer(nodes).addInformer(podGroups);
-  manager.app.route("/", createPodGroupApi({ store, nodes, podGroups, log }));
+  const { nodes, podGroups, podGroupStatuses } = orchestratorInformers(store, { log, registry });
+  manager.addInformer(nodes).addInformer(podGroups).addInformer(podGroupStatuses);
+  manager.app.route("/", createPodGroupApi({ store, nodes, podGroups, podGroupStatuses, log }));
   manager.app.route("/", createDependsApi({ store, nodes, log }));
   manager.app.route("/", createNodesApi({ store, nodes, podGroups, log }));
 
