@@ -121,8 +121,9 @@ export class DependencyReconciler {
     this.memory.set(name, mem);
     const status = await this.readStatus(name, mem, ctx.signal);
     const specEntry = this.o.specs.get(this.o.layout.dependency(name));
-    const containers = this.o.cache.byLabel(labelKeys.dependency, name);
-    if (!specEntry && !status && containers.length === 0) {
+    if (!specEntry && !status) {
+      // Fully removed, or containers of a dependency this store never had: another orchestrator's
+      // (one engine may serve several Capstan stores). Neither is ours to touch.
       this.memory.delete(name);
       return;
     }
@@ -574,6 +575,7 @@ class Pass {
           if (!(e instanceof NotFoundError && e.resource === "container")) throw e;
         }
         cache.recordRemoved(c.node, c.id);
+        this.log.info({ container: c.name, node: c.node, force }, "dependency container removed");
       }),
     );
   }

@@ -18,6 +18,7 @@ import { labelKeys } from "../../../controllers/dependency/naming.ts";
 import { createPodGroupController } from "../../../controllers/podgroup/index.ts";
 import { Informer } from "../../../runtime/informer.ts";
 import { LeaderElector } from "../../../runtime/leaderelection.ts";
+import { createLogger, silentLogger } from "../../../runtime/log.ts";
 import { Manager } from "../../../runtime/manager.ts";
 import { pollUntil } from "../../helpers/poll.ts";
 import { loadServices, uniqueName } from "../../helpers/services.ts";
@@ -90,6 +91,8 @@ export class Harness {
       refreshIntervalMs: this.opts.refreshIntervalMs ?? 2_000,
       restartBackoff: { initialMs: 200, maxMs: 1_000 },
       registry: manager.registry,
+      // CAPSTAN_TEST_LOG=1 shows the controller's decisions.
+      log: process.env.CAPSTAN_TEST_LOG ? createLogger("dependency-test", "debug") : silentLogger,
     });
     for (const i of dep.informers) manager.addInformer(i);
     for (const r of dep.runnables) manager.add(r);
