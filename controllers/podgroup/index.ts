@@ -5,6 +5,9 @@
 //   - its spec changed (podgroups informer);
 //   - its status was changed by someone else (our own writes are recognised and skipped);
 //   - a refresh task names it (tasks informer; high priority; the task is deleted once done);
+//   - a drift task applies to it: the task names it, or it has containers on the task's `from`
+//     (high priority; the drift-task reconciler, a second controller here, deletes the task once
+//     nothing it covers is left on `from`: drift-tasks.ts);
 //   - one of its containers changed on an engine (container cache: die, destroy and oom at a high
 //     priority, so repairs start within the event's round trip), or its node came or went;
 //   - a Secret-sync marker naming it was written or changed (a created container waiting for its
@@ -23,6 +26,7 @@ import type { Runnable } from "../../runtime/manager.ts";
 import { informerSource, type Source } from "../../runtime/source.ts";
 import { labelKeys } from "./naming.ts";
 import { NodeView } from "./nodes.ts";
+import { DriftTaskReconciler } from "./drift-tasks.ts";
 import { PodGroupReconciler } from "./reconciler.ts";
 import { defaultRestartBackoff, type RestartBackoff } from "./restart.ts";
 import { decodeSecretMarker, defaultSecretMarkerPrefix } from "./secret-marker.ts";
@@ -56,11 +60,13 @@ export interface PodGroupControllerOptions {
 export interface PodGroupController {
   /** Add each with manager.addInformer(): podgroups, podgroup-status, tasks, Secret-sync markers. */
   informers: Informer<unknown>[];
-  /** Add each with manager.add(): the container cache, then the controller. */
+  /** Add each with manager.add(): the container cache, then the controllers. */
   runnables: Runnable[];
   /** The container watch cache (also a Runnable in `runnables`), for tests and other readers. */
   cache: ContainerCache;
   controller: Controller;
+  /** Completes drift tasks (drift-tasks.ts); also in `runnables`. */
+  driftController: Controller;
 }
 
 /** Priority of keys from refresh tasks and from container deaths: ahead of routine work. */
@@ -130,7 +136,7 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
     watches: [
       informerSource(specs, (e) => [e.name]),
       statusSource(statuses, (name) => reconciler.lastStatusRevision(name)),
-      taskSource(tasks),
+      taskSource(tasks, cache),
       // A marker is written for a created container that waits for it: start it now.
       informerSource(markers, (e) => (e.podGroup !== undefined ? [e.podGroup] : [])),
       cache.source(
@@ -148,11 +154,24 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
     registry,
   });
 
+  const drift = new DriftTaskReconciler({ store: opts.store, cache, specs, statuses, tasks, layout: keys });
+  const driftController = new Controller({
+    name: "podgroup-drift",
+    reconcile: drift.reconcile,
+    watches: [informerSource(tasks, (e, key) => (e.task?.kind === "drift" ? [key] : []))],
+    maxConcurrentReconciles: 2,
+    reconcileTimeoutMs: 30_000,
+    clock,
+    log,
+    registry,
+  });
+
   return {
     informers: [specs, statuses, tasks, markers] as Informer<unknown>[],
-    runnables: [cache, controller],
+    runnables: [cache, controller, driftController],
     cache,
     controller,
+    driftController,
   };
 }
 
@@ -186,15 +205,29 @@ function statusSource(statuses: Informer<StatusEntry>, ownRevision: (name: strin
   };
 }
 
-/** Refresh tasks enqueue their group at high priority; the reconcile deletes them when done. */
-function taskSource(tasks: Informer<TaskEntry>): Source {
+/**
+ * Refresh tasks enqueue their group at high priority (its reconcile deletes them when done). Drift
+ * tasks enqueue the group they name, or else every group with a container on `from`: only those
+ * can have something to move. (Every group's pass also reads the pending drift tasks, so a group
+ * enqueued for any other reason carries them out as well.)
+ */
+function taskSource(tasks: Informer<TaskEntry>, cache: ContainerCache): Source {
   let unregister: (() => void) | undefined;
   return {
     name: "tasks:podgroup",
     start(enqueue) {
       unregister?.();
       const on = (e: TaskEntry) => {
-        if (e.task) enqueue(e.task.podGroup, { priority: highPriority });
+        const t = e.task;
+        if (t?.kind === "refresh") enqueue(t.podGroup, { priority: highPriority });
+        if (t?.kind !== "drift") return;
+        if (t.podGroup !== undefined) return enqueue(t.podGroup, { priority: highPriority });
+        const groups = new Set<string>();
+        for (const c of cache.list()) {
+          const g = c.labels[labelKeys.podGroup];
+          if (c.node === t.from && g !== undefined) groups.add(g);
+        }
+        for (const g of groups) enqueue(g, { priority: highPriority });
       };
       unregister = tasks.addEventHandler({ onAdd: on, onUpdate: (_old, e) => on(e) });
     },

@@ -102,7 +102,7 @@ export function classify(containers: readonly CachedContainer[], o: ClassifyOpti
 
   const instances = new Map<number, InstanceView>();
   for (const [instance, pods] of byInstance) {
-    const ranked = [...pods.values()].sort((a, b) => rank(b, o) - rank(a, o) || tieBreak(a, b));
+    const ranked = [...pods.values()].sort((a, b) => compareRank(rank(b, o), rank(a, o)) || tieBreak(a, b));
     const kept = ranked[0];
     const extras = [...(dupes.get(instance) ?? [])];
     for (const p of ranked.slice(1)) extras.push(...p.containers.values());
@@ -125,21 +125,31 @@ function better(a: ObservedContainer, b: ObservedContainer): boolean {
   return false; // equal: the earlier created (first seen) stays
 }
 
-/** Higher is better: reachable, then at the spec's version, then more running, then complete, then current format. */
-function rank(p: PodCandidate, o: ClassifyOptions): number {
+/**
+ * Higher is better, compared in order: reachable, at the spec's version, higher drift count (a
+ * drifted pod replaces the copy on the node it left, even before it runs: that copy is on its way
+ * out), more containers running, complete, current format.
+ */
+function rank(p: PodCandidate, o: ClassifyOptions): number[] {
   let running = 0;
   let current = 0;
   for (const oc of p.containers.values()) {
     if (isRunning(oc.c)) running++;
     if (oc.id.format === currentFormat) current++;
   }
-  return (
-    (o.reachable(p.node) ? 1_000_000 : 0) +
-    (p.version === o.version ? 100_000 : 0) +
-    running * 1_000 +
-    (podComplete(p, o.podSize) ? 100 : 0) +
-    (current === p.containers.size ? 10 : 0)
-  );
+  return [
+    o.reachable(p.node) ? 1 : 0,
+    p.version === o.version ? 1 : 0,
+    p.drift,
+    running,
+    podComplete(p, o.podSize) ? 1 : 0,
+    current === p.containers.size ? 1 : 0,
+  ];
+}
+
+function compareRank(a: number[], b: number[]): number {
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
+  return 0;
 }
 
 function tieBreak(a: PodCandidate, b: PodCandidate): number {

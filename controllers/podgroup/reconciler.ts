@@ -17,8 +17,13 @@
 // - R4 read-your-own-writes: every create/start/remove/rename/inspect is recorded in the cache at
 //   once, and a pass waits for the status informer to reflect the controller's last status write
 //   before it reads the status again.
-// - R5 a container whose node is unreachable is unknown, not missing: it is never replaced
-//   elsewhere (drift is a later issue) and never counted as removed.
+// - R5 a container whose node is unreachable is unknown, not missing: it is never counted as
+//   removed, and never replaced elsewhere on the controller's own initiative. Only a drift task
+//   (drift.ts) moves it: the instance is deployed elsewhere with a higher drift count, which
+//   classify() keeps, so the unreachable copy becomes an extra, removed once its node answers.
+// - R10 a drift move is recorded in status.internal (instances[i].move) BEFORE the pod on `from`
+//   is removed, and placement of a moving instance always excludes `from`, so a restart at any
+//   point finishes the move elsewhere: never back onto `from`, never two pods.
 // - R6 a container named like ours but without our labels is not ours: it is reported, not touched.
 // - R7 status is written only when it changed (compare-and-swap on its modRevision), so refreshes
 //   do not write.
@@ -40,10 +45,12 @@ import {
 } from "../../adapters/cluster/index.ts";
 import type { Store } from "../../adapters/store/store.ts";
 import { isStateful, type PodGroupStatus } from "../../api/resources/podgroup.ts";
+import type { DriftTask } from "../../api/resources/task.ts";
 import type { Informer } from "../../runtime/informer.ts";
 import type { Logger } from "../../runtime/log.ts";
 import type { ReconcileContext, Result } from "../../runtime/result.ts";
 import { killTimeoutOf, planContainer, podRequest } from "./container-spec.ts";
+import { cordoned, driftTasks, newMoves, tasksForGroup } from "./drift.ts";
 import { containerName, identify, labelKeys, currentFormat } from "./naming.ts";
 import { reservationsOf, type NodeView } from "./nodes.ts";
 import {
@@ -62,6 +69,7 @@ import { buildStatus, sameStatus } from "./status.ts";
 import {
   decodeStatus,
   readInternal,
+  type DriftMove,
   type InstanceRecord,
   type Internal,
   type Layout,
@@ -141,7 +149,10 @@ export class PodGroupReconciler {
     // R4: the caches must reflect our own last writes before we read them.
     const status = await this.readStatus(name, mem, ctx.signal);
     const specEntry = await this.readSpec(name, mem, ctx.signal);
-    const tasks = o.tasks.list().filter((t) => t.task?.podGroup === name);
+    const all = o.tasks.list();
+    // Refresh tasks naming the group are its own (deleted by its pass); drift tasks span groups and
+    // are completed by the drift-task reconciler (drift-tasks.ts).
+    const tasks = all.filter((t) => t.task?.kind === "refresh" && t.task.podGroup === name);
     if (!specEntry && !status) {
       // Not a group of ours (a container of another orchestrator's group), or fully removed.
       this.memory.delete(name);
@@ -160,7 +171,7 @@ export class PodGroupReconciler {
       await this.writeStatus(name, mem, status, next);
       return;
     }
-    const pass = new Pass(this, name, specEntry?.spec, specEntry, status, mem, tasks, ctx);
+    const pass = new Pass(this, name, specEntry?.spec, specEntry, status, mem, tasks, driftTasks(all), ctx);
     return pass.run();
   };
 
@@ -256,6 +267,7 @@ class Pass {
     status: StatusEntry | undefined,
     private readonly mem: GroupMemory,
     private readonly tasks: TaskEntry[],
+    private readonly drifts: DriftTask[],
     ctx: ReconcileContext,
   ) {
     this.o = r.options;
@@ -362,12 +374,14 @@ class Pass {
       }
     }
 
-    const rolloutRemoval = await this.rollout(spec);
+    const moving = await this.drift(spec);
+    const rolloutRemoval = await this.rollout(spec, moving);
     const work: Promise<void>[] = [];
-    // Duplicates and stale copies next to the kept pod (R1). Instances removed whole below are
-    // left to that removal: two removals of one container race into a 409 from the engine.
+    // Duplicates and stale copies next to the kept pod (R1). Instances removed whole below (a
+    // rollout step, a move) are left to that removal: two removals of one container race into a
+    // 409 from the engine.
     const extras = [...this.view.instances.values()]
-      .filter((v) => v.instance < n && v.instance !== rolloutRemoval)
+      .filter((v) => v.instance < n && v.instance !== rolloutRemoval && !moving.has(v.instance))
       .flatMap((v) => v.extras.filter((o) => this.reachable(o.c.node)).map((o) => o.c));
     if (extras.length > 0) work.push(this.removeContainers(extras, killTimeoutOf(spec.pod)));
     // Scale down: the highest surplus instance first, one per pass.
@@ -382,7 +396,8 @@ class Pass {
       const v = this.view.instances.get(rolloutRemoval);
       if (v) work.push(this.removeInstance(v, killTimeoutOf(spec.pod)));
     }
-    work.push(this.deployAndRestart(spec, version));
+    if (moving.size > 0) work.push(this.moveAll(spec, moving));
+    work.push(this.deployAndRestart(spec, version, moving));
     work.push(this.renameLegacy());
     await settleAll(work);
     if (rolloutRemoval !== undefined && this.internal.rollout?.phase === "removing") {
@@ -396,7 +411,7 @@ class Pass {
    * The spec-update step (R2, R3). Returns the instance whose old pod must be removed in this
    * pass, if any (its intent is already persisted).
    */
-  private async rollout(spec: StoredPodGroup): Promise<number | undefined> {
+  private async rollout(spec: StoredPodGroup, moving: ReadonlyMap<number, DriftMove>): Promise<number | undefined> {
     const n = spec.numInstances;
     const version = spec.pod.version;
     let ro = this.internal.rollout;
@@ -436,7 +451,7 @@ class Pass {
 
     // Pick the next instance to update (R3).
     const stale = [...this.view.instances.values()]
-      .filter((v) => v.instance < n && v.kept && v.kept.version !== version && this.reachable(v.kept.node))
+      .filter((v) => v.instance < n && v.kept && v.kept.version !== version && this.reachable(v.kept.node) && !moving.has(v.instance))
       .map((v) => v.instance)
       .sort((a, b) => a - b);
     if (stale.length === 0) return undefined;
@@ -454,7 +469,7 @@ class Pass {
     this.internal.rollout = { instance: next, toVersion: version, phase: "removing", at: this.now };
     // The new version starts with a clean slate (restart count and back-off are per version).
     const rec = this.record(next);
-    this.setRecord(next, { restarts: 0, failures: 0, ...(rec.node !== undefined && { node: rec.node }) });
+    this.setRecord(next, { restarts: 0, failures: 0, ...(rec.node !== undefined && { node: rec.node }), ...(rec.drift !== undefined && { drift: rec.drift }) });
     await this.writeStatus(true); // R2: intent first
     return next;
   }
@@ -481,8 +496,81 @@ class Pass {
     return { done: false, failure: `${bad.name} ${bad.state}${bad.exitCode !== undefined ? ` with code ${bad.exitCode}` : ""}` };
   }
 
+  /**
+   * The drift step (drift.ts, R10). Records the moves that start now (intent first), then returns
+   * every move in progress: those just recorded and those recorded by an earlier pass (before a
+   * restart, or retried after a failure). A move whose new pod exists is done and cleared.
+   */
+  private async drift(spec: StoredPodGroup): Promise<Map<number, DriftMove>> {
+    const n = spec.numInstances;
+    const ro = this.internal.rollout;
+    const starts = newMoves(spec, this.view, this.internal, tasksForGroup(spec, this.drifts), (i) => ro?.instance === i);
+    for (const [i, m] of starts) {
+      const move: DriftMove = { task: m.task.id, from: m.task.from, drift: m.drift, ...(m.task.to !== undefined && { to: m.task.to }) };
+      this.setRecord(i, { ...this.record(i), move });
+    }
+    if (starts.size > 0) {
+      await this.writeStatus(false); // R10: the moves are recorded before anything is removed
+      this.log.info({ instances: [...starts.keys()], from: [...new Set([...starts.values()].map((m) => m.task.from))] }, "drift: moves recorded");
+    }
+    const moving = new Map<number, DriftMove>();
+    for (const [k, rec] of Object.entries(this.internal.instances)) {
+      const i = Number(k);
+      const move = rec.move;
+      if (!move) continue;
+      const kept = this.view.instances.get(i)?.kept;
+      const { move: _done, ...rest } = rec;
+      if (i >= n) {
+        this.setRecord(i, rest); // scaled away: nothing to move
+      } else if (kept && kept.drift >= move.drift) {
+        this.setRecord(i, { ...rest, drift: kept.drift }); // the new pod exists
+      } else if (kept && kept.node !== move.from) {
+        this.setRecord(i, rest); // already off `from` (e.g. replaced by a spec update's step)
+      } else {
+        moving.set(i, move);
+      }
+    }
+    return moving;
+  }
+
+  /** Carry out the moves in parallel (bounded): remove the pod on `from` (when reachable), deploy elsewhere. */
+  private async moveAll(spec: StoredPodGroup, moving: ReadonlyMap<number, DriftMove>): Promise<void> {
+    const due: number[] = [];
+    for (const i of [...moving.keys()].sort((a, b) => a - b)) {
+      const at = this.record(i).nextDeployAt;
+      if (at !== undefined && this.now < at) this.wakeAt(at); // R8
+      else due.push(i);
+    }
+    if (due.length === 0) return;
+    // Placed before anything is removed: an instance that fits nowhere keeps running where it is.
+    const placed = await this.place(spec, due, moving);
+    const q = new PQueue({ concurrency: this.o.deployConcurrency });
+    await settleAll([...placed].map(([i, node]) => q.add(() => this.move(spec, i, moving.get(i)!, node))));
+  }
+
+  private async move(spec: StoredPodGroup, instance: number, move: DriftMove, node: string): Promise<void> {
+    const v = this.view.instances.get(instance);
+    // Every copy of the instance is older than the move (drift() checked): all go. One on an
+    // unreachable node stays until it answers (R5), an extra by then.
+    const old = v ? instanceContainers(v).map((o) => o.c).filter((c) => this.reachable(c.node)) : [];
+    try {
+      await this.removeContainers(old, killTimeoutOf(spec.pod));
+    } catch (e) {
+      if (this.signal.aborted) throw e;
+      this.fail(instance, `drift: cannot remove the pod on ${move.from}: ${(e as Error).message}`, "deploy");
+      return;
+    }
+    await this.deployPod(spec, instance, node, Array.from({ length: spec.pod.containers.length }, (_, k) => k), move.drift);
+    const kept = this.view.instances.get(instance)?.kept;
+    if (kept && kept.drift >= move.drift) {
+      const { move: _done, ...rest } = this.record(instance);
+      this.setRecord(instance, { ...rest, drift: move.drift, ...(isStateful(spec.pod) && { node }) });
+      this.log.info({ instance, from: move.from, to: node, drift: move.drift }, "drift: instance moved");
+    }
+  }
+
   /** Deploy missing instances, complete partial pods, start created ones, restart per policy (R8). */
-  private async deployAndRestart(spec: StoredPodGroup, version: number): Promise<void> {
+  private async deployAndRestart(spec: StoredPodGroup, version: number, moving: ReadonlyMap<number, DriftMove>): Promise<void> {
     const n = spec.numInstances;
     const podSize = spec.pod.containers.length;
     const toPlace: number[] = [];
@@ -495,6 +583,7 @@ class Pass {
       const v = this.view.instances.get(i);
       const kept = v?.kept;
       let rec = this.record(i);
+      if (moving.has(i)) continue; // moveAll deploys it
       if (ro?.instance === i && (ro.phase === "removing" || (!kept && this.now < ro.at + this.o.updateWaitMs))) continue;
       if (kept && !this.reachable(kept.node)) continue; // R5
       if (!kept) {
@@ -553,14 +642,19 @@ class Pass {
       const placed = await this.place(spec, toPlace.slice(0, this.o.maxDeploysPerPass));
       if (toPlace.length > this.o.maxDeploysPerPass) this.wakeAt(this.now + asap);
       for (const [instance, node] of placed) {
-        jobs.push(q.add(() => this.deployPod(spec, instance, node, Array.from({ length: podSize }, (_, k) => k), 0)));
+        jobs.push(q.add(() => this.deployPod(spec, instance, node, Array.from({ length: podSize }, (_, k) => k), this.record(instance).drift ?? 0)));
       }
     }
     await settleAll(jobs);
   }
 
-  /** Placement of new pods: filters, the spread hint, free memory and CPU; stateful pods keep their node. */
-  private async place(spec: StoredPodGroup, instances: number[]): Promise<Map<number, string>> {
+  /**
+   * Placement of new pods: filters, the spread hint, free memory and CPU. Stateful pods keep their
+   * node; a moving instance (`moves`) goes to its move's `to`, or anywhere but its `from`; no pod
+   * goes to a node a pending drift task of this group drains (the cordon), which also overrides a
+   * stateful pod's node (only a forced drift applies to a stateful group).
+   */
+  private async place(spec: StoredPodGroup, instances: number[], moves?: ReadonlyMap<number, DriftMove>): Promise<Map<number, string>> {
     const placed = new Map<number, string>();
     let filters: PlacementFilter[];
     try {
@@ -569,26 +663,35 @@ class Pass {
       for (const i of instances) this.fail(i, `placement filters: ${(e as Error).message}`, "deploy");
       return placed;
     }
+    const cordon = cordoned(tasksForGroup(spec, this.drifts));
     const nodes = await this.o.nodes.get(this.signal);
     const capacity = freeCapacity(nodes, reservationsOf(this.o.cache.list()));
     const request = podRequest(spec.pod);
     const groupCounts: Record<string, number> = {};
     for (const v of this.view.instances.values()) {
-      if (v.kept && v.instance < spec.numInstances) groupCounts[v.kept.node] = (groupCounts[v.kept.node] ?? 0) + 1;
+      // Pods on their way off a node do not count for the spread.
+      if (v.kept && v.instance < spec.numInstances && !this.record(v.instance).move) {
+        groupCounts[v.kept.node] = (groupCounts[v.kept.node] ?? 0) + 1;
+      }
     }
     const stateful = isStateful(spec.pod);
     for (const i of instances) {
-      const sticky = stateful ? this.record(i).node : undefined;
+      const move = moves?.get(i);
+      const known = stateful && !move ? this.record(i).node : undefined;
+      const sticky = known !== undefined && !cordon.includes(known) ? known : undefined;
       if (sticky !== undefined && !this.reachable(sticky)) {
         this.setRecord(i, { ...this.record(i), lastError: `stateful: waiting for its node ${sticky}, which is unreachable` });
         continue;
       }
-      const f = sticky !== undefined ? [...filters, { kind: "node" as const, op: "==" as const, value: sticky }] : filters;
+      const f: PlacementFilter[] = [...filters, ...cordon.map((n) => ({ kind: "node" as const, op: "!=" as const, value: n }))];
+      if (sticky !== undefined) f.push({ kind: "node", op: "==", value: sticky });
+      if (move?.to !== undefined) f.push({ kind: "node", op: "==", value: move.to });
+      else if (move) f.push({ kind: "node", op: "!=", value: move.from });
       const node = pickNode(capacity, { request, filters: f, groupCounts });
       if (!node) {
         const need = `${request.memoryBytes} bytes of memory and ${request.nanoCpus / 1e9} CPUs`;
-        const where = f.length ? ` on a node matching ${(spec.pod.filters ?? []).concat(sticky ? [`node==${sticky}`] : []).join(", ")}` : "";
-        this.fail(i, `no node fits: needs ${need}${where}`, "deploy");
+        const where = f.length ? ` on a node matching ${[...new Set(f.map(filterText))].join(", ")}` : "";
+        this.fail(i, `${move ? "drift: " : ""}no node fits: needs ${need}${where}`, "deploy");
         continue;
       }
       placed.set(i, node);
@@ -628,7 +731,13 @@ class Pass {
       stage = "start";
       if (kept && !this.holdForSecrets(spec, kept)) await this.startContainers(kept);
       const rec = this.record(instance);
-      this.setRecord(instance, { restarts: rec.restarts, failures: 0, ...(rec.node !== undefined && { node: rec.node }) });
+      this.setRecord(instance, {
+        restarts: rec.restarts,
+        failures: 0,
+        ...(rec.node !== undefined && { node: rec.node }),
+        ...(rec.move !== undefined && { move: rec.move }),
+        drift,
+      });
     } catch (e) {
       if (this.signal.aborted) throw e;
       this.fail(instance, deployError(e, node), stage);
@@ -846,6 +955,10 @@ function needsDetails(c: CachedContainer): boolean {
   if (c.state === "running") return c.startedAt === undefined;
   if (c.state === "exited" || c.state === "dead") return c.exitCode === undefined || c.finishedAt === undefined;
   return false;
+}
+
+function filterText(f: PlacementFilter): string {
+  return `${f.kind === "node" ? "node" : `label:${f.key}`}${f.op}${f.value}`;
 }
 
 function deployError(e: unknown, node: string): string {

@@ -5,7 +5,8 @@
 // Pod states: running (every container up), pending (created, not started yet), exited (stopped
 // with code 0, not restarted), failed (non-zero exit, waiting for a restart, deploy error, name
 // taken by a foreign container, paused), missing (no container: about to be deployed, or waiting
-// for its node), upgrading (the instance a spec update is replacing), removed (being removed).
+// for its node), upgrading (the instance a spec update is replacing), drifting (moving to another
+// node for a drift task; driftCount counts the moves done), removed (being removed).
 // Group states, first match wins: removing, failed (a pod failed or the rollout halted), updating
 // (a pod runs an older version), scaling (pods beyond numInstances still exist, or pods are
 // missing), pending (nothing runs yet), degraded (some pods do not run, or their node is
@@ -81,6 +82,9 @@ export function buildStatus(i: StatusInput): PodGroupStatus {
     let lastError = rec?.lastError ?? "";
     if (instance >= n) {
       state = "removed";
+    } else if (rec?.move) {
+      // Moving off rec.move.from (drift): the old pod is being removed or the new one deployed.
+      state = "drifting";
     } else if (kept && !i.reachable(kept.node)) {
       // Unknown, not gone: keep what was last observed (I4 of the container cache).
       state = previousPods.get(instance)?.state ?? "pending";
@@ -100,7 +104,7 @@ export function buildStatus(i: StatusInput): PodGroupStatus {
       state,
       lastError,
       restartCount: rec?.restarts ?? 0,
-      driftCount: kept?.drift ?? 0,
+      driftCount: kept?.drift ?? rec?.drift ?? 0,
       version: kept?.version ?? version,
       node: kept?.node ?? rec?.node ?? "",
       containers,

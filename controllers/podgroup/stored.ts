@@ -9,7 +9,7 @@
 import { z } from "zod";
 import { Name, PodGroupSpec, PodSpec, type PodGroupStatus } from "../../api/resources/podgroup.ts";
 import { orchestratorPrefix } from "../../api/resources/keys.ts";
-import type { RefreshTask } from "../../api/resources/task.ts";
+import type { DriftTask, RefreshTask, Task } from "../../api/resources/task.ts";
 
 /** The key layout of api/resources/keys.ts under any root (tests use a unique one per run). */
 export function layout(root: string = orchestratorPrefix) {
@@ -52,7 +52,7 @@ export interface StatusEntry {
 
 export interface TaskEntry {
   key: string;
-  task: RefreshTask | undefined;
+  task: Task | undefined;
   modRevision: number;
 }
 
@@ -92,15 +92,36 @@ export function decodeStatus(kv: { key: string; value: string; modRevision: numb
   return { name, status, modRevision: kv.modRevision };
 }
 
+/** A task this controller can carry out; anything else (malformed, another kind) decodes as undefined. */
 export function decodeTask(kv: { key: string; value: string; modRevision: number }): TaskEntry {
-  let task: RefreshTask | undefined;
+  let task: Task | undefined;
   try {
-    const v = JSON.parse(kv.value) as Partial<RefreshTask> | null;
-    if (v && v.kind === "refresh" && typeof v.podGroup === "string") task = v as RefreshTask;
+    const v = JSON.parse(kv.value) as Partial<RefreshTask> | Partial<DriftTask> | null;
+    if (v?.kind === "refresh" && typeof v.podGroup === "string") task = v as RefreshTask;
+    if (v?.kind === "drift") task = decodeDrift(v, lastSegment(kv.key));
   } catch {
     task = undefined;
   }
   return { key: kv.key, task, modRevision: kv.modRevision };
+}
+
+function decodeDrift(v: Partial<DriftTask>, id: string): DriftTask | undefined {
+  if (typeof v.from !== "string" || v.from === "") return undefined;
+  if (v.to !== undefined && typeof v.to !== "string") return undefined;
+  if (v.podGroup !== undefined && typeof v.podGroup !== "string") return undefined;
+  if (v.instance !== undefined && !(Number.isInteger(v.instance) && v.instance >= 0 && v.podGroup !== undefined)) return undefined;
+  const task: DriftTask = {
+    id,
+    kind: "drift",
+    from: v.from,
+    force: v.force === true,
+    reason: v.reason === "node-timeout" ? "node-timeout" : "request",
+    createdAt: typeof v.createdAt === "string" ? v.createdAt : "",
+  };
+  if (v.to) task.to = v.to;
+  if (v.podGroup) task.podGroup = v.podGroup;
+  if (v.instance !== undefined) task.instance = v.instance;
+  return task;
 }
 
 // ---- status.internal ----------------------------------------------------------------------------
@@ -135,6 +156,21 @@ export interface InstanceRecord {
   lastError?: string;
   /** Stateful pods: the node the instance lives on. */
   node?: string;
+  /** The instance's drift count: a pod deployed for it carries this (the highest drift wins in classify). */
+  drift?: number;
+  /** A drift in progress (R2: recorded before the pod on `from` is removed); cleared once the new pod exists. */
+  move?: DriftMove;
+}
+
+/** One instance's move off a node, for a drift task. */
+export interface DriftMove {
+  /** The drift task's id. */
+  task: string;
+  from: string;
+  /** Absent: any node but `from`. */
+  to?: string;
+  /** The drift count of the new pod (the old pod's + 1). */
+  drift: number;
 }
 
 export interface Internal {
@@ -158,6 +194,11 @@ export function readInternal(status: PodGroupStatus | undefined): Internal {
       if (typeof r.lastExit === "string") rec.lastExit = r.lastExit;
       if (typeof r.lastError === "string") rec.lastError = r.lastError;
       if (typeof r.node === "string") rec.node = r.node;
+      if (Number.isInteger(r.drift) && r.drift! >= 0) rec.drift = r.drift!;
+      const m = r.move;
+      if (m && typeof m.task === "string" && typeof m.from === "string" && Number.isInteger(m.drift) && (m.to === undefined || typeof m.to === "string")) {
+        rec.move = { task: m.task, from: m.from, drift: m.drift, ...(m.to !== undefined && { to: m.to }) };
+      }
       instances[k] = rec;
     }
   }
