@@ -6,6 +6,9 @@ import { z } from "zod";
 import { ContainerSpec, PodGroupSpec, PodSpec } from "../resources/podgroup.ts";
 import { maxJsonBodyBytes } from "../http/index.ts";
 import { DriftAcceptedSchema, DriftQuery, NodeSchema } from "./node-schemas.ts";
+import { DependsDeleteQuery, DependsGetQuery } from "./depends.ts";
+import { DependencyPodStatusSchema, DependencyWithStatusSchema, StoredDependencySchema } from "./depends-schemas.ts";
+import { DependencySpec } from "../resources/dependency.ts";
 import { DeleteQuery, GetQuery, ReplicaQuery } from "./queries.ts";
 import {
   AcceptedSchema,
@@ -134,6 +137,44 @@ function build(): JsonObject {
           },
         },
       },
+      "/api/depends": {
+        get: {
+          operationId: "getDependency",
+          summary: "A dependency's definition and its pods (per node and namespace: refCount, verifyTime, state, containers)",
+          parameters: queryParameters(DependsGetQuery),
+          responses: { "200": answer("The dependency", "DependencyWithStatus"), ...pick("400", "500", "503"), "404": answer("No dependency of that name", "NotFound") },
+        },
+        post: {
+          operationId: "createDependency",
+          summary: "Store a dependency (AddSpec); nothing is deployed until a PodGroup instance that lists it runs on a node",
+          requestBody: { required: true, description: bodyNote, content: json(ref("DependencySpec")) },
+          responses: { "202": accepted, ...pick("400", "500", "503"), "409": answer("AlreadyExists (use PUT), or InsufficientResources (the pod fits on no ready node)", "NotAllowed") },
+        },
+        put: {
+          operationId: "updateDependency",
+          summary: "Replace a dependency's pod (UpdateSpec); its running pods are upgraded one at a time",
+          requestBody: { required: true, description: bodyNote, content: json(ref("DependencySpec")) },
+          responses: { "202": accepted, ...pick("400", "500", "503"), "404": answer("No dependency of that name", "NotFound") },
+        },
+        delete: {
+          operationId: "deleteDependency",
+          summary: "Remove a dependency and its pods (RemoveSpec); refused while PodGroups list it unless force=true",
+          parameters: queryParameters(DependsDeleteQuery),
+          responses: {
+            "202": accepted,
+            ...pick("400", "500", "503"),
+            "404": answer("No dependency of that name", "NotFound"),
+            "409": answer("InUse: PodGroups list it (named in the message); delete them first or use force=true", "NotAllowed"),
+          },
+        },
+      },
+      "/api/depends/_all": {
+        get: {
+          operationId: "listDependencies",
+          summary: "Every dependency with its pods, in name order",
+          responses: { "200": { description: "All dependencies", content: json({ type: "array", items: ref("DependencyWithStatus") }) }, ...pick("500", "503") },
+        },
+      },
       "/api/openapi.json": {
         get: {
           operationId: "openApiDocument",
@@ -144,7 +185,7 @@ function build(): JsonObject {
     },
     components: {
       schemas: {
-        ...components({ ContainerSpec, PodSpec, PodGroupSpec }, "input"),
+        ...components({ ContainerSpec, PodSpec, PodGroupSpec, DependencySpec }, "input"),
         ...components(
           {
             ContainerSpec,
@@ -160,6 +201,9 @@ function build(): JsonObject {
             InternalError: InternalErrorSchema,
             Node: NodeSchema,
             DriftAccepted: DriftAcceptedSchema,
+            DependencyWithStatus: DependencyWithStatusSchema,
+            StoredDependency: StoredDependencySchema,
+            DependencyPodStatus: DependencyPodStatusSchema,
           },
           "output",
         ),
