@@ -1,6 +1,8 @@
 // A small typed client of the orchestrator API (DESIGN.md section 6), for the client commands.
 // Requests, timeouts and typed failures are cli/http-client.ts's (ApiError, ServerUnreachableError
 // are re-exported here for the commands that import them from this file).
+import type { DriftAccepted } from "../api/orchestrator/node-schemas.ts";
+import type { NodeRecord } from "../api/resources/node.ts";
 import type { PodGroupSpec, PodGroupWithSpec, PodSpec, RestartPolicy } from "../api/resources/podgroup.ts";
 import { ApiError, HttpClient, query } from "./http-client.ts";
 
@@ -56,6 +58,19 @@ export class OrchestratorClient {
 
   deletePodGroup(name: string): Promise<Accepted> {
     return this.request("DELETE", `/api/podgroups?${query({ name })}`) as Promise<Accepted>;
+  }
+
+  /** GET /api/nodes: every node as the node monitor last recorded it, by name. */
+  async listNodes(): Promise<NodeRecord[]> {
+    const body = await this.request("GET", "/api/nodes");
+    if (!Array.isArray(body)) throw new ApiError(200, "BadAnswer", "GET /api/nodes did not answer a list");
+    return body as NodeRecord[];
+  }
+
+  /** PATCH /api/nodes?cmd=drift: move instances off `from` (a durable task on the server). */
+  drift(d: { from: string; to?: string; pg?: string; instance?: number; force?: boolean }): Promise<DriftAccepted> {
+    const q = query({ cmd: "drift", from: d.from, to: d.to, pg: d.pg, pg_instance: d.instance?.toString(), force: d.force ? "true" : undefined });
+    return this.request("PATCH", `/api/nodes?${q}`) as Promise<DriftAccepted>;
   }
 
   private async request(method: string, path: string, body?: unknown): Promise<unknown> {
