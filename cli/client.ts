@@ -3,6 +3,7 @@
 // are re-exported here for the commands that import them from this file).
 import type { DriftAccepted } from "../api/orchestrator/node-schemas.ts";
 import type { NodeRecord } from "../api/resources/node.ts";
+import type { DependencyWithStatus } from "../api/resources/dependency.ts";
 import type { PodGroupSpec, PodGroupWithSpec, PodSpec, RestartPolicy } from "../api/resources/podgroup.ts";
 import { ApiError, HttpClient, query } from "./http-client.ts";
 
@@ -71,6 +72,18 @@ export class OrchestratorClient {
   drift(d: { from: string; to?: string; pg?: string; instance?: number; force?: boolean }): Promise<DriftAccepted> {
     const q = query({ cmd: "drift", from: d.from, to: d.to, pg: d.pg, pg_instance: d.instance?.toString(), force: d.force ? "true" : undefined });
     return this.request("PATCH", `/api/nodes?${q}`) as Promise<DriftAccepted>;
+  }
+
+  /** GET /api/depends?name=: a dependency's definition and its pods. */
+  getDependency(name: string): Promise<DependencyWithStatus> {
+    return this.request("GET", `/api/depends?${query({ name })}`) as Promise<DependencyWithStatus>;
+  }
+
+  /** Every dependency, sorted by name (GET /api/depends/_all). */
+  async listDependencies(): Promise<DependencyWithStatus[]> {
+    const body = await this.request("GET", "/api/depends/_all");
+    if (!Array.isArray(body)) throw new ApiError(200, "BadAnswer", "GET /api/depends/_all did not answer a list");
+    return (body as DependencyWithStatus[]).sort((a, b) => a.spec.name.localeCompare(b.spec.name));
   }
 
   private async request(method: string, path: string, body?: unknown): Promise<unknown> {
