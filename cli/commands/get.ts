@@ -1,7 +1,9 @@
-// `capstan get podgroup NAME` and `capstan get podgroups`: tables, or the server's JSON with -o json.
+// `capstan get podgroup NAME`, `capstan get podgroups`, `capstan get depends [NAME]`: tables, or the
+// server's JSON with -o json.
 import { clientFromOptions, clientOptionDefs } from "../client-config.ts";
 import { reportFailure } from "../failure.ts";
-import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
+import { parseArgs, usage, UsageError, type OptionDef, type OptionValues } from "../options.ts";
+import { renderDependency, renderDependencyList } from "../render-depends.ts";
 import { renderPodGroup, renderPodGroupList } from "../render.ts";
 
 const defs: OptionDef[] = [
@@ -9,15 +11,18 @@ const defs: OptionDef[] = [
   ...clientOptionDefs,
 ];
 
-const help = `${usage("get", "Shows one PodGroup with its instances, or a list of all PodGroups.", defs, "podgroup NAME | podgroups")}
+const help = `${usage("get", "Shows one PodGroup with its instances, or a list of all PodGroups; one dependency with its pods, or all dependencies.", defs, "podgroup NAME | podgroups | depends [NAME]")}
 examples:
   capstan get podgroup hello
   capstan get podgroup hello -o json
   capstan get podgroups
+  capstan get depends logagent
+  capstan get depends
 `;
 
 const one = new Set(["podgroup", "pg"]);
 const all = new Set(["podgroups", "pgs"]);
+const dependencies = new Set(["depends", "depend", "dependency", "dependencies"]);
 
 export async function run(argv: string[]): Promise<number> {
   const args = parseArgs(argv, defs);
@@ -28,9 +33,12 @@ export async function run(argv: string[]): Promise<number> {
   const output = args.options.output;
   if (output !== "table" && output !== "json") throw new UsageError(`-output: "${String(output)}" is not table or json`);
   const [kind, name, ...extra] = args.positionals;
-  if (kind === undefined) throw new UsageError("what to get: podgroup NAME or podgroups");
-  if (!one.has(kind) && !all.has(kind)) throw new UsageError(`unknown resource "${kind}": use podgroup NAME or podgroups`);
+  if (kind === undefined) throw new UsageError("what to get: podgroup NAME, podgroups or depends [NAME]");
+  if (!one.has(kind) && !all.has(kind) && !dependencies.has(kind)) {
+    throw new UsageError(`unknown resource "${kind}": use podgroup NAME, podgroups or depends [NAME]`);
+  }
   if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`);
+  if (dependencies.has(kind)) return getDependencies(args.options, output, name);
   // "podgroup" without a name lists them all, as `kubectl get pod` does.
   const listing = all.has(kind) || name === undefined;
   if (all.has(kind) && name !== undefined) throw new UsageError(`"${kind}" lists every group; to show one: capstan get podgroup ${name}`);
@@ -43,6 +51,19 @@ export async function run(argv: string[]): Promise<number> {
       const group = await client.getPodGroup(name!);
       process.stdout.write(output === "json" ? `${JSON.stringify(group, null, 2)}\n` : renderPodGroup(group));
     }
+    return 0;
+  } catch (e) {
+    return reportFailure("get", e);
+  }
+}
+
+/** `get depends NAME`: one dependency with its pods; without a name, every dependency. */
+async function getDependencies(options: OptionValues, output: string, name: string | undefined): Promise<number> {
+  try {
+    const client = clientFromOptions(options);
+    const answer = name === undefined ? await client.listDependencies() : await client.getDependency(name);
+    if (output === "json") process.stdout.write(`${JSON.stringify(answer, null, 2)}\n`);
+    else process.stdout.write(Array.isArray(answer) ? renderDependencyList(answer) : renderDependency(answer));
     return 0;
   } catch (e) {
     return reportFailure("get", e);

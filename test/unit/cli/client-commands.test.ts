@@ -11,8 +11,9 @@ describe("client command lines", () => {
   it.each([
     ["apply", apply, [], "-f FILE is required"],
     ["apply", apply, ["-f", "g.yaml", "extra"], 'unexpected argument "extra"'],
-    ["get", get, [], "what to get: podgroup NAME or podgroups"],
-    ["get", get, ["pods"], 'unknown resource "pods": use podgroup NAME or podgroups'],
+    ["get", get, [], "what to get: podgroup NAME, podgroups or depends [NAME]"],
+    ["get", get, ["pods"], 'unknown resource "pods": use podgroup NAME, podgroups or depends [NAME]'],
+    ["get", get, ["depends", "a", "b"], 'unexpected argument "b"'],
     ["get", get, ["podgroups", "hello"], '"podgroups" lists every group; to show one: capstan get podgroup hello'],
     ["get", get, ["podgroup", "hello", "-o", "yaml"], '-output: "yaml" is not table or json'],
     ["scale", scale, ["hello"], "NAME and N are required, e.g. capstan scale hello 3"],
