@@ -1,29 +1,29 @@
 // Secrets service throughput against raw etcd (issue 5): PUT and GET of one record through the
-// service over HTTP (console on loopback deciding authorization, the 5 s role cache on, AES-256-GCM
-// on every record) versus raw etcd3 put and get of a value of the same size, on the same private
-// etcd, in the same run, at the same concurrency. Target: the service keeps at least half of the
-// raw throughput (put_throughput_ratio and get_throughput_ratio are the worse of the sizes).
+// service over HTTP (console deciding authorization, the 5 s role cache on, AES-256-GCM on every
+// record) versus raw etcd3 put and get of a value of the same size, on the same private etcd, in the
+// same run, at the same concurrency. Target: the service keeps at least half of the raw throughput
+// (put_throughput_ratio and get_throughput_ratio are the worse of the sizes).
 //
-// The load runs in a worker thread (its own event loop, as a remote client would be): it calls the
-// service over HTTP and etcd directly with its own etcd3 client. The main thread runs only the
-// console and the secrets service, as their own process would.
+// Deployed as operators run it: `capstan console` and `capstan secrets` each in its own process
+// (the service's Secret-sync controller included, on the shared engines), both on the private etcd.
+// This process is only the load: a node:http keep-alive client for the service and its own etcd3
+// client for raw. CPU of the service process per request is reported (/proc/<pid>/stat).
 //
 //   npm run bench:secrets   [SECRETS_BENCH_OPS=2000 SECRETS_BENCH_CONCURRENCY=16]
-import { serve, type ServerType } from "@hono/node-server";
+//   BENCH_SECRETS_PROFILE=DIR: the service writes a V8 CPU profile there when it stops (slows it).
 import { Etcd3 } from "etcd3";
-import type { Hono } from "hono";
-import { Agent, request } from "node:http";
-import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
-import type { AddressInfo } from "node:net";
-import { EtcdStore } from "../adapters/store/etcd.ts";
-import { createConsoleApi, ensureAdminToken, generateToken } from "../api/console/index.ts";
-import { createSecretsService } from "../api/secrets/index.ts";
+import { readdir, readFile } from "node:fs/promises";
+import { generateToken } from "../api/console/index.ts";
 import { startEtcd } from "../test/helpers/etcd-process.ts";
+import { loadServices } from "../test/helpers/services.ts";
+import { CapstanProcess } from "./lib/capstan-process.ts";
+import { closeConnections, httpCall } from "./lib/http.ts";
 import { percentile, report } from "./lib/report.ts";
 
 const ops = Number(process.env.SECRETS_BENCH_OPS ?? 2000);
 const concurrency = Number(process.env.SECRETS_BENCH_CONCURRENCY ?? 16);
 const rounds = 10;
+const warmup = 3000;
 const sizes: [string, number][] = [
   ["1KiB", 1024],
   ["16KiB", 16 * 1024],
@@ -63,41 +63,28 @@ function summarize(samples: Sample[]): Run {
   return { opsPerSec: latencies.length / seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
 }
 
-// The load generator's HTTP client: node:http with keep-alive (fetch/undici costs several times more
-// CPU per request in Node 20, which this one-process benchmark would charge to the service).
-const agent = new Agent({ keepAlive: true, maxSockets: 64 });
-
-function httpCall(url: string, method: string, headers: Record<string, string>, body?: string): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request(url, { method, agent, headers: body === undefined ? headers : { ...headers, "content-length": String(Buffer.byteLength(body)) }, timeout: 10_000 }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
-      res.on("error", reject);
-    });
-    req.on("timeout", () => req.destroy(new Error(`${method} ${url} timed out`)));
-    req.on("error", reject);
-    req.end(body);
-  });
-}
-
-function listen(app: Hono): Promise<{ base: string; server: ServerType }> {
-  return new Promise((resolve) => {
-    const server = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0 }, (info: AddressInfo) => resolve({ base: `http://127.0.0.1:${info.port}`, server }));
-  });
-}
-
-
 interface LoadInput {
   secretsBase: string;
   token: string;
   etcdEndpoint: string;
+  /** The service process, for its CPU per request. */
+  service: CapstanProcess;
+  /** etcd's pid, for its CPU per request. */
+  etcdPid: number | undefined;
 }
 
-/** The worker: warm up, then measure service and raw PUT and GET for every size. */
-async function runLoad(input: LoadInput): Promise<Record<string, Run>> {
+/** CPU seconds of this process, the service and etcd, to split a run's cost among them. */
+interface CpuSplit {
+  client: number;
+  service: number;
+  etcd: number;
+}
+
+/** Warm up, then measure service and raw PUT and GET for every size; `cpu_*` are ms per request. */
+async function runLoad(input: LoadInput): Promise<{ runs: Record<string, Run>; cpu: Record<string, number> }> {
   const raw = new Etcd3({ hosts: input.etcdEndpoint });
-  const out: Record<string, Run> = {};
+  const runs: Record<string, Run> = {};
+  const cpu: Record<string, number> = {};
   try {
     for (const [label, bytes] of sizes) {
       const content = "s".repeat(bytes);
@@ -105,16 +92,17 @@ async function runLoad(input: LoadInput): Promise<Record<string, Run>> {
       const proc = `bench.web.w${label.toLowerCase()}`;
       const getProc = `bench.get.w${label.toLowerCase()}`;
       const auth = { "access-token": input.token };
+      const putHeaders = { ...auth, "content-type": "application/json" };
       const servicePut = async (i: number) => {
-        const res = await httpCall(`${input.secretsBase}/v2/secrets?app=bench&proc=${proc}&path=f${i % 64}`, "PUT", { ...auth, "content-type": "application/json" }, body);
-        if (res.status !== 200) throw new Error(`PUT answered ${res.status}`);
+        const res = await httpCall(`${input.secretsBase}/v2/secrets?app=bench&proc=${proc}&path=f${i % 64}`, "PUT", { headers: putHeaders, body });
+        if (res.status !== 200) throw new Error(`PUT answered ${res.status}: ${res.text.slice(0, 200)}`);
       };
       const rawPut = async (i: number) => {
         await raw.put(`/bench-raw/${label}/f${i % 64}`).value(content);
       };
       await raw.put(`/bench-raw/${label}/only`).value(content);
       const serviceGet = async () => {
-        const res = await httpCall(`${input.secretsBase}/v2/secrets?app=bench&proc=${getProc}`, "GET", auth);
+        const res = await httpCall(`${input.secretsBase}/v2/secrets?app=bench&proc=${getProc}`, "GET", { headers: auth });
         const records = JSON.parse(res.text) as { content: string }[];
         if (res.status !== 200 || records[0]?.content.length !== bytes) throw new Error(`GET answered ${res.status}`);
       };
@@ -122,79 +110,105 @@ async function runLoad(input: LoadInput): Promise<Record<string, Run>> {
         const value = await raw.get(`/bench-raw/${label}/only`).string();
         if (value?.length !== bytes) throw new Error("raw get lost the value");
       };
-      // Warm both paths (connections, JIT, the role cache), then measure.
-      await measure(1000, servicePut);
-      await measure(1000, rawPut);
-      await measure(1000, serviceGet);
-      await measure(1000, rawGet);
+      // Warm both paths (connections, the role cache, and the JIT: the service's PUT settles only after
+      // a few thousand calls, measured 1.3 ms of its CPU per PUT over the first 3,000 and 0.45 ms
+      // after), then measure: the figures are a service that has been up for a while.
+      for (const warm of [servicePut, rawPut, serviceGet, rawGet]) await measure(warmup, warm);
       // Short alternating rounds: the machine's load drifts (other processes share its cores), and
       // alternating exposes service and raw to the same drift instead of one of them to a burst.
-      const samples: Record<string, Sample[]> = { putService: [], putRaw: [], getService: [], getRaw: [] };
+      const legs = ["putService", "putRaw", "getService", "getRaw"] as const;
+      const samples: Record<(typeof legs)[number], Sample[]> = { putService: [], putRaw: [], getService: [], getRaw: [] };
+      const spent: Record<(typeof legs)[number], CpuSplit> = Object.fromEntries(legs.map((l) => [l, { client: 0, service: 0, etcd: 0 }])) as never;
+      const cpuNow = async (): Promise<CpuSplit> => {
+        const own = process.cpuUsage();
+        return { client: (own.user + own.system) / 1e6, service: await input.service.cpuSeconds(), etcd: await processCpuSeconds(input.etcdPid) };
+      };
+      const op = { putService: servicePut, putRaw: rawPut, getService: serviceGet, getRaw: rawGet };
       const perRound = Math.ceil(ops / rounds);
       for (let r = 0; r < rounds; r++) {
-        samples.putService!.push(await measure(perRound, servicePut));
-        samples.putRaw!.push(await measure(perRound, rawPut));
-        samples.getService!.push(await measure(perRound, serviceGet));
-        samples.getRaw!.push(await measure(perRound, rawGet));
+        for (const leg of legs) {
+          const before = await cpuNow();
+          samples[leg].push(await measure(perRound, op[leg]));
+          const after = await cpuNow();
+          for (const k of ["client", "service", "etcd"] as const) spent[leg][k] += after[k] - before[k];
+        }
       }
-      out[`put_service_${label}`] = summarize(samples.putService!);
-      out[`put_raw_${label}`] = summarize(samples.putRaw!);
-      out[`get_service_${label}`] = summarize(samples.getService!);
-      out[`get_raw_${label}`] = summarize(samples.getRaw!);
+      const perRequestMs = (s: number) => (s * 1000) / (perRound * rounds);
+      for (const leg of legs) {
+        const name = leg.replace(/[A-Z]/, (c) => `_${c.toLowerCase()}`);
+        cpu[`${name}_cpu_ms_per_request_client_${label}`] = perRequestMs(spent[leg].client);
+        if (leg.endsWith("Service")) cpu[`${name}_cpu_ms_per_request_service_${label}`] = perRequestMs(spent[leg].service);
+        cpu[`${name}_cpu_ms_per_request_etcd_${label}`] = perRequestMs(spent[leg].etcd);
+      }
+      runs[`put_service_${label}`] = summarize(samples.putService);
+      runs[`put_raw_${label}`] = summarize(samples.putRaw);
+      runs[`get_service_${label}`] = summarize(samples.getService);
+      runs[`get_raw_${label}`] = summarize(samples.getRaw);
     }
-    return out;
+    return { runs, cpu };
   } finally {
-    agent.destroy();
     raw.close();
   }
 }
 
+/** Linux reports process CPU in clock ticks; USER_HZ is 100 on every architecture Node runs on. */
+async function processCpuSeconds(pid: number | undefined): Promise<number> {
+  if (pid === undefined) return 0;
+  const stat = await readFile(`/proc/${pid}/stat`, "utf8").catch(() => "");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11] ?? 0) + Number(fields[12] ?? 0)) / 100;
+}
+
+/** The pid of the etcd serving `dataDir` (EtcdProcess does not expose its child), from /proc. */
+async function etcdPidOf(dataDir: string): Promise<number | undefined> {
+  for (const entry of await readdir("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    const cmdline = await readFile(`/proc/${entry}/cmdline`, "utf8").catch(() => "");
+    if (cmdline.startsWith("etcd\0") && cmdline.includes(dataDir)) return Number(entry);
+  }
+  return undefined;
+}
+
+async function json(base: string, method: string, path: string, body: unknown, headers: Record<string, string> = {}): Promise<Record<string, unknown>> {
+  const res = await httpCall(base + path, method, { headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify(body) });
+  if (res.status !== 200 && res.status !== 201) throw new Error(`${method} ${path}: ${res.status} ${res.text.slice(0, 300)}`);
+  return JSON.parse(res.text) as Record<string, unknown>;
+}
+
 async function main(): Promise<void> {
   const etcd = await startEtcd();
-  const store = new EtcdStore({ endpoints: [etcd.endpoint] });
-  const servers: ServerType[] = [];
+  const processes: CapstanProcess[] = [];
   try {
-    const admin = generateToken();
-    await ensureAdminToken({ store, envToken: admin.token });
-    const consoleHttp = await listen(createConsoleApi({ store }));
-    servers.push(consoleHttp.server);
-    const { app: secretsApp, vault } = createSecretsService({ store, consoleUrl: consoleHttp.base });
-    const secretsHttp = await listen(secretsApp);
-    servers.push(secretsHttp.server);
-    const { keys } = await vault.init(3, 2);
-    await vault.unseal(keys[0]!);
-    await vault.unseal(keys[1]!);
+    const storeUrl = `etcd://${etcd.endpoint}`;
+    const admin = generateToken().token;
+    const consoleProc = await CapstanProcess.start("console", ["-store", storeUrl], { env: { ...process.env, CAPSTAN_ADMIN_TOKEN: admin } });
+    processes.push(consoleProc);
+    const profileDir = process.env.BENCH_SECRETS_PROFILE;
+    const service = await CapstanProcess.start("secrets", ["-store", storeUrl, "-cluster", loadServices().cluster, "-console", consoleProc.baseUrl], {
+      env: { ...process.env, CAPSTAN_ADMIN_TOKEN: "" },
+      // Sealed until unsealed below; the status endpoint answers either way.
+      readyPath: "/v2/sys/status",
+      ...(profileDir ? { nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] } : {}),
+    });
+    processes.push(service);
+    const secretsBase = service.baseUrl;
+    const { keys } = (await json(secretsBase, "POST", "/v2/sys/init", { shares: 3, threshold: 2 })) as { keys: string[] };
+    for (const key of keys.slice(0, 2)) await json(secretsBase, "POST", "/v2/sys/unseal", { key });
 
-    const adminCall = async (path: string, body: unknown) => {
-      const res = await fetch(consoleHttp.base + path, {
-        method: "POST",
-        headers: { "access-token": admin.token, "content-type": "application/json" },
-        body: JSON.stringify(body),
-        signal: AbortSignal.timeout(5000),
-      });
-      if (!res.ok) throw new Error(`${path}: ${res.status} ${await res.text()}`);
-      return (await res.json()) as { token?: string };
-    };
-    await adminCall("/api/v1/apps", { appname: "bench", maintainers: ["bench@example.com"] });
-    const { token } = await adminCall("/api/v1/tokens", { user: "bench@example.com" });
+    const adminHeaders = { "access-token": admin };
+    await json(consoleProc.baseUrl, "POST", "/api/v1/apps", { appname: "bench", maintainers: ["bench@example.com"] }, adminHeaders);
+    const { token } = (await json(consoleProc.baseUrl, "POST", "/api/v1/tokens", { user: "bench@example.com" }, adminHeaders)) as { token: string };
 
-    const secretsBase = secretsHttp.base;
-    for (const [label] of sizes) {
+    for (const [label, bytes] of sizes) {
       // GET reads a proc holding exactly one record, the same work as one raw get.
-      const seed = await httpCall(`${secretsBase}/v2/secrets?app=bench&proc=bench.get.w${label.toLowerCase()}&path=only`, "PUT", { "access-token": token! }, "s".repeat(sizes.find((x) => x[0] === label)![1]));
+      const seed = await httpCall(`${secretsBase}/v2/secrets?app=bench&proc=bench.get.w${label.toLowerCase()}&path=only`, "PUT", {
+        headers: { "access-token": token },
+        body: "s".repeat(bytes),
+      });
       if (seed.status !== 200) throw new Error(`seeding the GET record: ${seed.status} ${seed.text}`);
     }
-    const load: LoadInput = { secretsBase, token: token!, etcdEndpoint: etcd.endpoint };
-    const results = await new Promise<Record<string, Run>>((resolve, reject) => {
-      // tsx's loader hooks do not reach worker threads: the worker's entry registers them, then
-      // imports this file.
-      const entry = `import { register } from ${JSON.stringify(import.meta.resolve("tsx/esm/api"))}; register(); await import(${JSON.stringify(import.meta.url)});`;
-      const worker = new Worker(new URL(`data:text/javascript,${encodeURIComponent(entry)}`), { workerData: load });
-      worker.once("message", (m: Record<string, Run>) => resolve(m));
-      worker.once("error", reject);
-      worker.once("exit", (code) => (code === 0 ? undefined : reject(new Error(`load worker exited with ${code}`))));
-    });
-    const figures: Record<string, number> = { ops, concurrency, rounds };
+    const { runs: results, cpu } = await runLoad({ secretsBase, token, etcdEndpoint: etcd.endpoint, service, etcdPid: await etcdPidOf(etcd.dataDir) });
+    const figures: Record<string, number> = { ops, concurrency, rounds, ...cpu };
     const ratios: Record<string, number> = {};
     let putWorst = Infinity;
     let getWorst = Infinity;
@@ -224,21 +238,16 @@ async function main(): Promise<void> {
         { name: "get_throughput_ratio", kind: "min", value: 0.5 },
       ],
       notes: [
-        "private etcd; service = HTTP + console role check (5 s cache) + AES-256-GCM + etcd; raw = etcd3 put/get of the same value size",
-        `load from a worker thread (node:http keep-alive for the service, its own etcd3 client for raw), ${rounds} alternating rounds; GET reads a proc holding one record`,
+        "private etcd; service = `capstan secrets` process (HTTP + console role check, 5 s cache + AES-256-GCM + etcd), `capstan console` process; raw = etcd3 put/get of the same value size",
+        `load from this process (node:http keep-alive for the service, its own etcd3 client for raw), ${rounds} alternating rounds; GET reads a proc holding one record`,
         "throughput ratios are service/raw; *_throughput_ratio is the worse of the sizes",
       ],
     });
   } finally {
-    for (const s of servers) {
-      (s as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
-      s.close();
-    }
-    agent.destroy();
-    await store.close();
+    closeConnections();
+    for (const p of processes.reverse()) await p.stop();
     await etcd.stop();
   }
 }
 
-if (isMainThread) await main();
-else parentPort!.postMessage(await runLoad(workerData as LoadInput));
+await main();

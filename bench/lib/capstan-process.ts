@@ -1,0 +1,109 @@
+// A Capstan server under test, as operators run it: `capstan <command> -web 127.0.0.1:<port> ...`
+// in a child process (so its RSS and CPU are its own, read from /proc), talked to over HTTP only.
+// Its log goes to a file in a temporary directory, removed by stop().
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtemp, open, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { freePort } from "../../cli/free-port.ts";
+
+const capstanBin = fileURLToPath(new URL("../../cli/bin/capstan.mjs", import.meta.url));
+/** Linux reports process CPU in clock ticks; USER_HZ is 100 on every architecture Node runs on. */
+const ticksPerSecond = 100;
+
+export interface CapstanProcessOptions {
+  /** Options for node itself, e.g. ["--cpu-prof", "--cpu-prof-dir=/tmp/prof"]. */
+  nodeArgs?: string[];
+  /** Environment of the child (default: this process's). */
+  env?: NodeJS.ProcessEnv;
+  /** A path that answers 200 once the server is ready (default /readyz). */
+  readyPath?: string;
+  readyTimeoutMs?: number;
+}
+
+export class CapstanProcess {
+  private constructor(
+    readonly baseUrl: string,
+    private readonly child: ChildProcess,
+    private readonly exited: Promise<void>,
+    private readonly dir: string,
+  ) {}
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  /** `capstan <command> -web 127.0.0.1:<free port> ...args`, resolved once `readyPath` answers 200. */
+  static async start(command: string, args: string[], options: CapstanProcessOptions = {}): Promise<CapstanProcess> {
+    const dir = await mkdtemp(join(tmpdir(), `capstan-bench-${command}-`));
+    const port = await freePort();
+    const logFile = await open(join(dir, "log"), "w");
+    const child = spawn(process.execPath, [...(options.nodeArgs ?? []), capstanBin, command, "-web", `127.0.0.1:${port}`, ...args], {
+      stdio: ["ignore", logFile.fd, logFile.fd],
+      env: options.env ?? process.env,
+    });
+    await logFile.close();
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    const self = new CapstanProcess(`http://127.0.0.1:${port}`, child, exited, dir);
+    const deadline = performance.now() + (options.readyTimeoutMs ?? 60_000);
+    const readyPath = options.readyPath ?? "/readyz";
+    for (;;) {
+      if (child.exitCode !== null) {
+        const tail = await self.logTail();
+        await self.stop();
+        throw new Error(`capstan ${command} exited with ${child.exitCode}: ${tail}`);
+      }
+      const ready = await fetch(`${self.baseUrl}${readyPath}`, { signal: AbortSignal.timeout(1_000) }).then((r) => r.ok, () => false);
+      if (ready) return self;
+      if (performance.now() > deadline) {
+        const tail = await self.logTail();
+        await self.stop();
+        throw new Error(`capstan ${command} not ready in time: ${tail}`);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  async logTail(): Promise<string> {
+    return (await readFile(join(this.dir, "log"), "utf8").catch(() => "")).slice(-3000);
+  }
+
+  /** Resident set size, bytes (/proc/<pid>/status VmRSS). */
+  async rssBytes(): Promise<number> {
+    const status = await readFile(`/proc/${this.pid}/status`, "utf8");
+    return Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? NaN) * 1024;
+  }
+
+  /** User + system CPU seconds the process has used (/proc/<pid>/stat utime + stime). */
+  async cpuSeconds(): Promise<number> {
+    const stat = await readFile(`/proc/${this.pid}/stat`, "utf8");
+    // Fields after the parenthesised command name (which may itself hold spaces): state is field 3.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / ticksPerSecond;
+  }
+
+  /** Sum of a Prometheus counter or gauge over the series whose labels include `match`. */
+  async metric(name: string, match: Record<string, string> = {}): Promise<number> {
+    const text = await (await fetch(`${this.baseUrl}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
+    let sum = 0;
+    for (const line of text.split("\n")) {
+      const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)/.exec(line);
+      if (!m || m[1] !== name) continue;
+      const labels = m[2] ?? "";
+      if (Object.entries(match).every(([k, v]) => labels.includes(`${k}="${v}"`))) sum += Number(m[3]);
+    }
+    return sum;
+  }
+
+  /** SIGTERM (graceful shutdown), SIGKILL after 30 s; removes its log directory. */
+  async stop(): Promise<void> {
+    if (this.child.exitCode === null && this.child.signalCode === null) {
+      this.child.kill("SIGTERM");
+      const killed = setTimeout(() => this.child.kill("SIGKILL"), 30_000);
+      await this.exited;
+      clearTimeout(killed);
+    }
+    await rm(this.dir, { recursive: true, force: true });
+  }
+}
