@@ -76,7 +76,7 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
     const filters = placementFilters(spec.pod, "pod.filters");
     const group = storedForm(spec, new Date().toISOString());
     admit("create", undefined, group, filters);
-    reader.wrote(await createPodGroup(store, group));
+    reader.wrote(group.name, await createPodGroup(store, group));
     log.info({ podgroup: group.name, numInstances: group.numInstances }, "podgroup created");
     return accepted(c, `podgroup ${group.name} accepted; its ${group.numInstances} instance(s) are being deployed`, checkUrlOf(group.name));
   });
@@ -86,7 +86,7 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
     const { written, revision } = await updatePodGroup(store, name, (current) =>
       current.deleting ? undefined : { ...current, deleting: true, updatedAt: new Date().toISOString() },
     );
-    reader.wrote(revision);
+    reader.wrote(name, revision);
     if (written) log.info({ podgroup: name }, "podgroup deletion requested");
     return accepted(c, `podgroup ${name} is being deleted`, checkUrlOf(name));
   });
@@ -107,7 +107,7 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
       admit("scale", current, next, placementFilters(current.pod, "pod.filters"));
       return next;
     });
-    reader.wrote(revision);
+    reader.wrote(q.name, revision);
     if (written) log.info({ podgroup: q.name, numInstances: record.numInstances, restartPolicy: record.restartPolicy }, "podgroup scaled");
     const message = written
       ? `podgroup ${q.name} will run ${record.numInstances} instance(s), restart policy ${record.restartPolicy}`
@@ -129,7 +129,7 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
       admit("update", current, next, filters);
       return next;
     });
-    reader.wrote(revision);
+    reader.wrote(name, revision);
     if (written) log.info({ podgroup: name, version: record.pod.version }, "podgroup spec updated");
     const message = written
       ? `podgroup ${name} is being updated to pod version ${record.pod.version}, one instance at a time`

@@ -125,17 +125,21 @@ async function listAll(store: Store, prefix: string, revision?: number): Promise
  * GET's reads, answered from the podgroups and podgroup-status informers instead of two store reads
  * per request. The consistency a client sees (docs/orchestrator.md, "Reads"):
  *
- * - Read-your-own-writes on a replica: every spec write made through this replica's API raises
- *   `writtenRevision`; a GET first waits until the spec cache reflects it. An answer never shows a
- *   spec older than one this replica wrote or said was unchanged, and the cache only moves forward,
- *   so successive GETs on one replica never go back in time either.
+ * - Read-your-own-writes on a replica: every spec write made through this replica's API is noted
+ *   with its revision; a GET of that group first waits until the spec cache reflects it, and
+ *   GET _all until the cache reflects every write noted. An answer never shows a spec older than
+ *   one this replica wrote (or said was unchanged), and the cache only moves forward, so
+ *   successive GETs on one replica never go back in time either.
  * - A miss is confirmed by the store: a group created through another replica a moment ago (its
  *   event not yet delivered here) is read from the store, never answered 404 from the cache.
- * - When the caches are behind (not synced yet, or the spec cache does not reach `writtenRevision`
- *   within `catchUpMs` because its watch is down or relisting), the GET reads the store: an informer
- *   that is behind never makes an answer older than the store.
+ * - When the caches are behind (not synced yet, or the spec cache does not reach the write within
+ *   `catchUpMs` because its watch is down or relisting), the GET reads the store: an informer that
+ *   is behind never makes an answer older than the store.
  * - Otherwise a change written through another replica shows here once its watch event arrives
  *   (milliseconds); status records are the controller's, and trail the spec as they always have.
+ *
+ * Waiting per group rather than for the replica's latest write keeps a GET of one group from
+ * queueing behind the watch events of other groups' writes under a busy mix.
  *
  * Why not linearizable reads from the cache (Kubernetes' consistent reads from its watch cache):
  * they need the store's current revision per request and a watch progress request to bring the
@@ -144,7 +148,13 @@ async function listAll(store: Store, prefix: string, revision?: number): Promise
  * cost up to its interval per GET.
  */
 export class PodGroupReader {
-  /** Highest revision of a spec write (or unchanged spec) this replica answered for. */
+  /**
+   * The revision of this replica's last write of each group, kept until the spec cache has
+   * reached it (then it is redundant: the cache only moves forward). Invariant: every entry whose
+   * revision is above the cache's revision is kept.
+   */
+  private readonly written = new Map<string, number>();
+  /** Highest revision in `written` ever (for _all). */
   private writtenRevision = 0;
 
   constructor(
@@ -154,13 +164,18 @@ export class PodGroupReader {
     private readonly catchUpMs = 1_000,
   ) {}
 
-  /** After a spec write through this replica (POST, PATCH, DELETE): later GETs reflect it. */
-  wrote(revision: number): void {
+  /** After a write of `name`'s spec through this replica (POST, PATCH, DELETE): later GETs reflect it. */
+  wrote(name: string, revision: number): void {
+    if (revision > (this.written.get(name) ?? 0)) this.written.set(name, revision);
     if (revision > this.writtenRevision) this.writtenRevision = revision;
+    if (this.written.size > sweepAbove) this.sweep();
   }
 
   async get(name: string): Promise<PodGroupWithSpec | null> {
-    if (!(await this.current())) return getPodGroupWithStatus(this.store, name);
+    if (!(await this.current(this.written.get(name) ?? 0))) return getPodGroupWithStatus(this.store, name);
+    // Reached: the cache holds it from now on (unless a newer write came in meanwhile).
+    const mark = this.written.get(name);
+    if (mark !== undefined && mark <= this.specs.cacheRevision()) this.written.delete(name);
     const spec = this.specs.get(keys.podGroup(name));
     if (spec === undefined) return getPodGroupWithStatus(this.store, name);
     return withStatus(spec, this.statuses!.get(keys.podGroupStatusOf(name)) ?? null);
@@ -168,7 +183,7 @@ export class PodGroupReader {
 
   /** Every group with its status, in name order (the store's key order: names are ASCII). */
   async list(): Promise<PodGroupWithSpec[]> {
-    if (!(await this.current())) return listPodGroupsWithStatus(this.store);
+    if (!(await this.current(this.writtenRevision))) return listPodGroupsWithStatus(this.store);
     const statuses = this.statuses!;
     return this.specs
       .list()
@@ -176,13 +191,22 @@ export class PodGroupReader {
       .map((spec) => withStatus(spec, statuses.get(keys.podGroupStatusOf(spec.name)) ?? null));
   }
 
-  /** True when both caches are synced and the spec cache reflects this replica's writes. */
-  private async current(): Promise<boolean> {
+  /** True when both caches are synced and the spec cache reflects `revision` (in time). */
+  private async current(revision: number): Promise<boolean> {
     if (this.statuses === undefined || !this.specs.hasSynced() || !this.statuses.hasSynced()) return false;
-    if (this.specs.cacheRevision() >= this.writtenRevision) return true;
-    return this.specs.waitForRevision(this.writtenRevision, undefined, this.catchUpMs).then(
+    if (this.specs.cacheRevision() >= revision) return true;
+    return this.specs.waitForRevision(revision, undefined, this.catchUpMs).then(
       () => true,
       () => false,
     );
   }
+
+  /** Drops the entries the cache has reached (groups written and never read back here). */
+  private sweep(): void {
+    const reached = this.specs.cacheRevision();
+    for (const [name, revision] of this.written) if (revision <= reached) this.written.delete(name);
+  }
 }
+
+/** `written` is swept when it grows past this: one pass per this many writes at most, in steady state. */
+const sweepAbove = 1_000;

@@ -138,6 +138,20 @@ describe("GET from the informer caches", () => {
     expect(deleting.body.spec.deleting).toBe(true);
   });
 
+  it("waits only for writes of the group asked for; _all waits for every write", async () => {
+    const [a, b] = [n("wait-a"), n("wait-b")];
+    for (const name of [a, b]) expect((await call("POST", "/api/podgroups", groupSpec(name))).status).toBe(202);
+    await specs.waitForRevision((await etcd.get(keys.podGroup(b)))!.modRevision);
+
+    expect((await call("PATCH", q({ name: a, cmd: "replica", num_instances: "0", restart_policy: "onfail" }))).status).toBe(202);
+    const t0 = performance.now();
+    const other = await call("GET", q({ name: b }));
+    expect(other.status).toBe(200);
+    expect(performance.now() - t0).toBeLessThan(watchDelayMs / 2);
+    const all = await call("GET", "/api/podgroups/_all");
+    expect(all.body.find((g) => g.spec.name === a)?.spec.restartPolicy).toBe("onfail");
+  });
+
   it("confirms a miss with the store: a group written by another replica is not a 404", async () => {
     const name = n("elsewhere");
     const { revision } = await etcd.put(keys.podGroup(name), JSON.stringify(stored(name, "onfail")));
@@ -182,7 +196,7 @@ describe("PodGroupReader", () => {
     await specs.waitForRevision(firstRevision);
     const reader = new PodGroupReader(etcd, specs, statuses, 50);
     const { revision } = await etcd.put(keys.podGroup(name), JSON.stringify(stored(name, "always")));
-    reader.wrote(revision);
+    reader.wrote(name, revision);
     const t0 = performance.now();
     const answer = await reader.get(name);
     expect(performance.now() - t0).toBeLessThan(watchDelayMs - 100);
