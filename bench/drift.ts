@@ -10,6 +10,9 @@
 // the 40 on n1 and create + start of 40 on n2, both at once, at most `concurrency` writes in flight
 // per engine (the cluster adapter's per-engine bound, which Capstan runs with). Same image,
 // command, NetworkMode none. No store, no status: the least any drain has to do.
+// Both legs let the engines settle for settleMs after their untimed setup (the orchestrator's own
+// follow-up work on the 40 new pods, the node monitor's inspects, the engines' background work), so
+// each times the drift of a cluster at rest, as a drain usually is.
 // Rounds alternate which leg goes first; medians of BENCH_DRIFT_ROUNDS (default 3) rounds, and
 // the median of the per-round ratios. Everything created is removed at the end.
 import Docker from "dockerode";
@@ -27,6 +30,7 @@ import { percentile, report } from "./lib/report.ts";
 const instances = 40;
 const rounds = positiveInt(process.env.BENCH_DRIFT_ROUNDS, 3);
 const concurrency = defaultEngineLimits.writeConcurrency;
+const settleMs = 3_000;
 // Stops at once on SIGTERM, in both legs (a bare `sleep` as PID 1 would wait out the kill timeout).
 const command = ["sh", "-c", "trap 'exit 0' TERM; sleep 2147483647 & wait"];
 const groupLabel = "io.capstan.podgroup";
@@ -64,6 +68,7 @@ async function capstanRound(proc: OrchestratorProcess, store: EtcdStore): Promis
   // Setup (not timed): everything onto n1.
   await patchDrift(proc.baseUrl, "n2", "n1");
   await untilStatus(store, group, allOn("n1"), 180_000);
+  await new Promise((r) => setTimeout(r, settleMs));
   const events = await StartEvents.open({ n2: engines.n2! }, `${groupLabel}=${group}`);
   try {
     const done = untilStatus(store, group, allOn("n2"), 180_000);
@@ -84,6 +89,7 @@ async function rawRound(tag: string): Promise<number> {
   const n1 = engines.n1!;
   const old = await n1.listContainers({ all: true, filters: { label: [`${benchLabel}=${run}`] } });
   if (old.length !== instances) throw new Error(`raw setup: ${old.length} containers on n1, expected ${instances}`);
+  await new Promise((r) => setTimeout(r, settleMs));
   const removals = new PQueue({ concurrency });
   const t0 = performance.now();
   await Promise.all([
@@ -143,6 +149,7 @@ async function main(): Promise<void> {
       figures: {
         instances,
         rounds,
+        settle_ms: settleMs,
         engine_write_concurrency: concurrency,
         capstan_drift_ms: capstanMs,
         capstan_started_on_target_ms: percentile(capstan.map((c) => c.startedMs), 50),
