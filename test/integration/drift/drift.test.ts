@@ -3,8 +3,14 @@
 // without force and moves with it. Each asserts on Docker's actual containers: what moved is now
 // one running container on the other node with drift count 1 (and nothing of it is left on
 // `from`), what did not move is the very same container; the task is deleted once done.
+import { execFile } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DriftHarness, type Actual } from "./harness.ts";
+
+const capstan = fileURLToPath(new URL("../../../cli/bin/capstan.mjs", import.meta.url));
+const exec = promisify(execFile);
 
 const h = new DriftHarness();
 
@@ -116,6 +122,30 @@ describe("drift", () => {
     expect(after.find((a) => a.instance === onN1.instance)!.drift).toBe(1);
     const s = (await h.status(name))!;
     expect(s.pods.find((p) => p.instanceNo === onN1.instance)).toMatchObject({ node: "n2", driftCount: 1, state: "running" });
+    await remove(name);
+  });
+
+  it("capstan nodes prints the table; capstan drift -wait moves a group and returns once nothing is left on -from", async () => {
+    const nodes = await exec(process.execPath, [capstan, "nodes", "-server", h.base], { timeout: 30_000 });
+    const lines = nodes.stdout.trimEnd().split("\n");
+    expect(lines[0]).toMatch(/^NAME +STATE +ADDRESS +CPUS +MEMORY +RESERVED +CONTAINERS$/);
+    expect(lines.slice(1).map((l) => l.split(/ +/).slice(0, 3))).toEqual([
+      ["n1", "ready", "127.0.0.1"],
+      ["n2", "ready", "127.0.0.1"],
+    ]);
+
+    const name = h.name("cli");
+    await h.create(name, 2);
+    const before = await h.running(name, 2);
+    const out = await exec(process.execPath, [capstan, "drift", "-from", "n2", "-pg", name, "-wait", "-timeout", "60s", "-server", h.base], { timeout: 90_000 });
+    expect(out.stdout).toContain(`podgroup ${name}'s instances on n2 will move to other nodes`);
+    expect(out.stdout).toContain("nothing left to move on n2");
+    const after = await h.actual(name);
+    expect(after.map((a) => a.c.node)).toEqual(["n1", "n1"]);
+    expect(after.find((a) => a.instance === on(before, "n1")[0]!.instance)!.c.id).toBe(on(before, "n1")[0]!.c.id);
+
+    const refused = await exec(process.execPath, [capstan, "drift", "-from", "n1", "-to", "n9", "-server", h.base]).catch((e: { code: number; stderr: string }) => e);
+    expect(refused).toMatchObject({ code: 1, stderr: expect.stringContaining("no node n9 in the cluster") });
     await remove(name);
   });
 });
