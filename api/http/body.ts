@@ -80,7 +80,8 @@ function nodeRequestOf(c: Context): IncomingMessage | undefined {
 
 /**
  * readLimited for a Node request: the whole body, or `tooLarge()` as soon as it passes `limit`. The
- * request is then destroyed, as cancelling its web stream does, so the rest is never buffered.
+ * rest is then left unread (paused, nothing more buffered here), as with the web stream: once the
+ * 400 is sent, @hono/node-server drains a small remainder for keep-alive or closes the connection.
  */
 function readIncoming(incoming: IncomingMessage, limit: number, tooLarge: () => Error): Promise<Uint8Array> {
   return new Promise((resolve, reject) => {
@@ -95,7 +96,7 @@ function readIncoming(incoming: IncomingMessage, limit: number, tooLarge: () => 
       size += chunk.byteLength;
       if (size > limit) {
         finish(tooLarge());
-        incoming.destroy();
+        incoming.pause();
         return;
       }
       chunks.push(chunk);
