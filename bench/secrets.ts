@@ -23,7 +23,7 @@ import { percentile, report } from "./lib/report.ts";
 const ops = Number(process.env.SECRETS_BENCH_OPS ?? 2000);
 const concurrency = Number(process.env.SECRETS_BENCH_CONCURRENCY ?? 16);
 const rounds = 10;
-const warmup = 3000;
+const warmup = 8000;
 const sizes: [string, number][] = [
   ["1KiB", 1024],
   ["16KiB", 16 * 1024],
@@ -110,9 +110,10 @@ async function runLoad(input: LoadInput): Promise<{ runs: Record<string, Run>; c
         const value = await raw.get(`/bench-raw/${label}/only`).string();
         if (value?.length !== bytes) throw new Error("raw get lost the value");
       };
-      // Warm both paths (connections, the role cache, and the JIT: the service's PUT settles only after
-      // a few thousand calls, measured 1.3 ms of its CPU per PUT over the first 3,000 and 0.45 ms
-      // after), then measure: the figures are a service that has been up for a while.
+      // Warm both paths (connections, the role cache, and the JIT: the service's CPU per PUT settles
+      // only after several thousand calls, measured 1.3 ms over the first 3,000, 0.45-0.55 ms over
+      // the next 3,000 and 0.26-0.35 ms from the 9,000th on), then measure: the figures are a
+      // service that has been up for a while, as the raw client's are.
       for (const warm of [servicePut, rawPut, serviceGet, rawGet]) await measure(warmup, warm);
       // Short alternating rounds: the machine's load drifts (other processes share its cores), and
       // alternating exposes service and raw to the same drift instead of one of them to a burst.
