@@ -405,7 +405,21 @@ describe("OpenAPI document", () => {
     expect(doc.openapi).toBe("3.1.0");
     const ops = Object.entries(doc.paths).flatMap(([path, methods]) => Object.keys(methods).map((m) => `${m.toUpperCase()} ${path}`));
     expect(ops.sort()).toEqual(
-      ["DELETE /api/podgroups", "GET /api/openapi.json", "GET /api/podgroups", "GET /api/podgroups/_all", "PATCH /api/podgroups", "POST /api/podgroups"].sort(),
+      [
+        "DELETE /api/depends",
+        "DELETE /api/podgroups",
+        "GET /api/depends",
+        "GET /api/depends/_all",
+        "GET /api/nodes",
+        "GET /api/openapi.json",
+        "GET /api/podgroups",
+        "GET /api/podgroups/_all",
+        "PATCH /api/nodes",
+        "PATCH /api/podgroups",
+        "POST /api/depends",
+        "POST /api/podgroups",
+        "PUT /api/depends",
+      ].sort(),
     );
     const pg = doc.paths["/api/podgroups"]!;
     expect(Object.keys(pg.get!.responses).sort()).toEqual(["200", "400", "404", "500", "503"]);

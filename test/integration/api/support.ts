@@ -10,7 +10,7 @@ import { orchestratorInformers, type OrchestratorInformers } from "../../../api/
 import { createPodGroupApi } from "../../../api/orchestrator/podgroups.ts";
 import { keys } from "../../../api/resources/keys.ts";
 import type { NodeRecord } from "../../../api/resources/node.ts";
-import type { RefreshTask } from "../../../api/resources/task.ts";
+import type { RefreshTask, Task } from "../../../api/resources/task.ts";
 import { loadServices } from "../../helpers/services.ts";
 
 export interface Answer {
@@ -59,7 +59,10 @@ export class ApiHarness {
   /** Refresh tasks naming one of this run's groups. */
   async tasks(): Promise<RefreshTask[]> {
     const { items } = await this.store.list(keys.tasks);
-    return items.map((kv) => JSON.parse(kv.value) as RefreshTask).filter((t) => t.podGroup.startsWith(this.run));
+    // The shared etcd may hold other kinds of task (drift tasks name no single group).
+    return items
+      .map((kv) => JSON.parse(kv.value) as Task)
+      .filter((t): t is RefreshTask => t.kind === "refresh" && t.podGroup.startsWith(this.run));
   }
 
   async call(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<Answer> {
