@@ -6,14 +6,14 @@
 //   The other filters (node!=, label:) still have to hold for that node (filtersFor).
 // - volumes are Docker named volumes scoped to the dependency, scope and container, so a pod
 //   finds its data again after an upgrade or a restart (volumes are per engine, so per node):
-//     "/data"          -> <dep>[.<scope>][.c<k>].data-<hash6>:/data
-//     "cache:/var/c"   -> <dep>[.<scope>][.c<k>].cache:/var/c
+//     "/data"          -> <dep>[.N<scope>][.C<k>].data-<hash6>:/data
+//     "cache:/var/c"   -> <dep>[.N<scope>][.C<k>].cache:/var/c
 // - restart policy "no": the controller restarts the containers itself, with back-off.
 // - env gets CAPSTAN_DEPENDENCY, CAPSTAN_POD_NAME, CAPSTAN_POD_NAMESPACE (the scope, or the
 //   spec's namespace for a node-level pod) and CAPSTAN_NODE.
 import { createHash } from "node:crypto";
 import { patchEnv, type CreateSpec, type PlacementFilter } from "../../adapters/cluster/index.ts";
-import { containerLabels, containerName, type Slot } from "./naming.ts";
+import { containerLabels, containerName, volumeOwner, type Slot } from "./naming.ts";
 import type { StoredDependency } from "./stored.ts";
 
 export const defaultKillTimeoutSeconds = 10;
@@ -31,7 +31,7 @@ const namedVolume = /^([a-zA-Z0-9][a-zA-Z0-9_.-]*):(\/[^:]*)(?::(ro|rw))?$/;
 const pathVolume = /^(\/[^:]*)(?::(ro|rw))?$/;
 
 export function volumeBind(dependency: string, scope: string, index: number, volume: string): string {
-  const owner = `${dependency}${scope ? `.${scope}` : ""}${index > 0 ? `.c${index}` : ""}`;
+  const owner = volumeOwner(dependency, scope, index);
   const named = namedVolume.exec(volume);
   if (named) return `${owner}.${named[1]}:${named[2]}${named[3] ? `:${named[3]}` : ""}`;
   const path = pathVolume.exec(volume);

@@ -1,8 +1,13 @@
 // How dependency containers are named and labelled, and how a container found on an engine is
 // traced back to (dependency, scope, version, container index) without the store. Pure functions.
 //
-//   name    <dep>.v<version>-<node> (node-level) or <dep>.v<version>-<node>-<scope>
-//           (namespace-level), plus -c<index> for the 2nd+ container
+//   name    <dep>.v<version>-<node> (node-level) or <dep>.v<version>-<node>-N<scope>
+//           (namespace-level), plus -C<index> for the 2nd+ container
+//
+// The markers -N and -C are upper case on purpose: dependency and namespace names are lower case
+// ([a-z0-9._-]), so no dependency name, scope or index can spell a marker, and two different pods
+// on one node never get the same name. With lower-case markers they did: container 1 of the
+// node-level pod (dep.v1-n1-c1) was also container 0 of the pod for namespace "c1".
 //   labels  io.capstan.dependency, .namespace (the scope; "" for node-level), .node, .version,
 //           .container-index, .format
 //
@@ -53,8 +58,17 @@ export interface DependencyContainerRef extends Slot {
 }
 
 export function containerName(r: DependencyContainerRef): string {
-  const scope = r.scope === "" ? "" : `-${r.scope}`;
-  return `${r.dependency}.v${r.version}-${r.node}${scope}${r.index > 0 ? `-c${r.index}` : ""}`;
+  const scope = r.scope === "" ? "" : `-N${r.scope}`;
+  return `${r.dependency}.v${r.version}-${r.node}${scope}${r.index > 0 ? `-C${r.index}` : ""}`;
+}
+
+/**
+ * The owner part of the Docker volume names of container `index` of the pod serving `scope`:
+ * `<dep>[.N<scope>][.C<index>]`, unambiguous for the same reason as containerName (volumes are
+ * per engine, so per node, like names).
+ */
+export function volumeOwner(dependency: string, scope: string, index: number): string {
+  return `${dependency}${scope ? `.N${scope}` : ""}${index > 0 ? `.C${index}` : ""}`;
 }
 
 export function containerLabels(r: DependencyContainerRef): Record<string, string> {
@@ -74,6 +88,7 @@ export interface DependencyIdentity extends DependencyContainerRef {
 }
 
 const versionInName = /\.v(\d{1,9})-/;
+// Names of the older data format ended in -c<index> (a current one's are read from labels only).
 const indexInName = /-c(\d{1,2})$/;
 
 function count(text: string | undefined): number | undefined {

@@ -48,7 +48,7 @@ describe("capstan get depends", () => {
     const one = await capture(["depends", dep]);
     expect(one.code).toBe(0);
     expect(one.out).toMatch(new RegExp(`^DEPENDENCY +STATE +PODS +VERSION +LAST ERROR\\n${dep} +running +2/2 +1 +-\\n`));
-    expect(one.out).toMatch(/\nn1 +ns-a +running +1 +1 +0 +- +\S+\.v1-n1-ns-a running/);
+    expect(one.out).toMatch(/\nn1 +ns-a +running +1 +1 +0 +- +\S+\.v1-n1-Nns-a running/);
     expect(one.out).toMatch(/\nn2 +\(all\) +running +1 +1 +0 +- +\S+\.v1-n2 running/);
 
     const list = await capture(["depends"]);

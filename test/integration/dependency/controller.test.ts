@@ -79,7 +79,7 @@ describe("AddSpec and AddPod", () => {
     });
     const [c] = await h.actual(perNs);
     expect(c!.labels[labelKeys.namespace]).toBe("ns-leak");
-    expect(c!.name).toBe(`${perNs}.v1-n2-ns-leak`);
+    expect(c!.name).toBe(`${perNs}.v1-n2-Nns-leak`);
   });
 
   it("AddPod with a deployment in place: refCount up, verifyTime updated, the same container", async () => {

@@ -82,7 +82,7 @@ describe("reference derivation", () => {
 describe("dependency container naming", () => {
   it("labels with the same constant it identifies by, and names deterministically per slot", () => {
     const ref = { dependency: "log", node: "n1", scope: "app", version: 3, index: 1 };
-    expect(containerName(ref)).toBe("log.v3-n1-app-c1");
+    expect(containerName(ref)).toBe("log.v3-n1-Napp-C1");
     expect(containerName({ ...ref, scope: "", index: 0 })).toBe("log.v3-n1");
     const labels = containerLabels(ref);
     expect(labels["io.capstan.dependency"]).toBe("log");
