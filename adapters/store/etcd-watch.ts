@@ -20,6 +20,8 @@ export interface EtcdWatchOptions {
   key: Buffer;
   rangeEnd: Buffer;
   fromRevision: number;
+  /** Ask etcd for each event's previous version (WatchEvent.prevKv). */
+  prevKv: boolean;
   handlers: WatchHandlers;
   /** How long etcd may take to confirm the watch (connect + created response). */
   createTimeoutMs: number;
@@ -86,7 +88,7 @@ export class EtcdWatch implements Watch {
         key: this.options.key,
         range_end: this.options.rangeEnd,
         start_revision: this.options.fromRevision,
-        prev_kv: true,
+        prev_kv: this.options.prevKv,
         progress_notify: true,
       },
     });

@@ -43,6 +43,13 @@ export interface EtcdStoreOptions {
   callTimeoutMs?: number;
   /** How long opening a stream (a watch, a lease keep-alive) may take. Default callTimeoutMs. */
   dialTimeoutMs?: number;
+  /**
+   * Whether watch events carry prevKv (default true, the full Store contract). openStore turns it
+   * off: no consumer of ours reads prevKv (informers resolve a delete from their own cache, the
+   * elector re-reads), and with it etcd reads, sends and we decode every changed value twice,
+   * in every process watching the key.
+   */
+  watchPrevKv?: boolean;
 }
 
 /** etcd's "every key from here on" range end. */
@@ -53,6 +60,7 @@ export class EtcdStore implements Store {
   private readonly client: Etcd3;
   private readonly callTimeoutMs: number;
   private readonly dialTimeoutMs: number;
+  private readonly watchPrevKv: boolean;
   private readonly watches = new Set<EtcdWatch>();
   private progressSafe: Promise<boolean> | null = null;
   private closed = false;
@@ -69,6 +77,7 @@ export class EtcdStore implements Store {
     }
     this.callTimeoutMs = positiveMs(options.callTimeoutMs ?? 5000, "callTimeoutMs");
     this.dialTimeoutMs = positiveMs(options.dialTimeoutMs ?? this.callTimeoutMs, "dialTimeoutMs");
+    this.watchPrevKv = options.watchPrevKv ?? true;
     this.description = `etcd://${endpoints.join(",")}`;
     const callTimeoutMs = this.callTimeoutMs;
     this.client = new Etcd3({
@@ -196,6 +205,7 @@ export class EtcdStore implements Store {
       key: start.length > 0 ? start : RANGE_TO_END,
       rangeEnd: end ?? RANGE_TO_END,
       fromRevision,
+      prevKv: this.watchPrevKv,
       handlers,
       createTimeoutMs: this.dialTimeoutMs,
       progressRequestsSafe: () => this.progressRequestsSafe(),

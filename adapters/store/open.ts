@@ -29,7 +29,8 @@ export function openStore(url: string): Store {
   const [, name, rest] = scheme as unknown as [string, string, string];
   switch (name.toLowerCase()) {
     case "etcd":
-      return new EtcdStore({ endpoints: parseEndpoints(url, rest) });
+      // Processes never read WatchEvent.prevKv (EtcdStoreOptions.watchPrevKv says why it is off).
+      return new EtcdStore({ endpoints: parseEndpoints(url, rest), watchPrevKv: false });
     case "sqlite":
       return new SqliteStore({ path: parsePath(url, rest) });
     default:
