@@ -5,7 +5,8 @@
 //
 // What enqueues what (reconciler.ts explains the keys):
 //   spec of a group changed              -> group/<name>
-//   a secret of proc P written/deleted   -> group/P (the proc is the PodGroup name)
+//   a secret of proc P written/deleted   -> group/P (the proc is the PodGroup name), when the
+//                                           cached spec of P lists secret files
 //   a container created/started/died... -> group/<its podgroup label>, marker/<id>
 //   a marker written                     -> marker/<id> (collected if its container is gone, which
 //                                           also covers a container removed during the upload)
@@ -127,7 +128,9 @@ export function createSecretSyncController<V extends SyncVault>(opts: SecretSync
     reconcile: reconciler.reconcile,
     watches: [
       informerSource(specs, (e) => (listsSecrets(e) ? [groupKey(e.name)] : [])),
-      informerSource(secrets, (e) => (e.proc ? [groupKey(e.proc)] : [])),
+      // A write to a proc no cached spec lists costs one map lookup, not a reconcile. Not missed:
+      // a spec that lists it and arrives later enqueues its group itself (the line above).
+      informerSource(secrets, (e) => (e.proc && listsSecrets(specs.get(`${specPrefix}${e.proc}`)) ? [groupKey(e.proc)] : [])),
       markerSource(markers),
       cache.source((c) => {
         const g = c.labels[podGroupLabel];
