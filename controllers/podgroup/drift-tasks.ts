@@ -19,6 +19,7 @@ import type { ReconcileContext, Result } from "../../runtime/result.ts";
 import { groupPending } from "./drift.ts";
 import { labelKeys } from "./naming.ts";
 import { classify } from "./observe.ts";
+import { unseenPods } from "./status.ts";
 import { readInternal, type Layout, type SpecEntry, type StatusEntry, type TaskEntry } from "./stored.ts";
 
 export interface DriftTaskReconcilerOptions {
@@ -65,20 +66,24 @@ export class DriftTaskReconciler {
       for (const s of statuses.list()) {
         const instances = readInternal(s.status).instances;
         if (Object.values(instances).some((r) => r.move?.from === task.from)) candidates.add(s.name);
+        // A pod the status places on `from` while `from` has not answered since start (unseenPods).
+        if (s.status?.pods.some((p) => p.node === task.from && p.containers.length > 0)) candidates.add(s.name);
       }
     }
     const out: string[] = [];
     for (const name of candidates) {
       const spec = specs.get(layout.podGroup(name))?.spec;
       if (!spec) continue; // gone, or unreadable (its reconcile touches nothing then either)
+      const reachable = (n: string) => cache.nodeState(n) === "ready";
       const view = classify(cache.byLabel(labelKeys.podGroup, name), {
         group: name,
         version: spec.pod.version,
         podSize: spec.pod.containers.length,
-        reachable: (n) => cache.nodeState(n) === "ready",
+        reachable,
       });
       const status = statuses.get(layout.statusOf(name))?.status;
-      if (groupPending(spec, view, status ? readInternal(status) : undefined, task)) out.push(name);
+      const unseen = unseenPods(view, status?.pods ?? [], reachable);
+      if (groupPending(spec, view, status ? readInternal(status) : undefined, task, unseen)) out.push(name);
     }
     return out;
   }

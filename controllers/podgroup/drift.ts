@@ -11,7 +11,7 @@
 //
 // While a task is pending, `from` is also cordoned for the groups it matches: no new pod of theirs
 // is placed there (a scale-up or a spec update would otherwise refill the node being drained).
-import { isStateful } from "../../api/resources/podgroup.ts";
+import { isStateful, type PodStatus } from "../../api/resources/podgroup.ts";
 import type { DriftTask } from "../../api/resources/task.ts";
 import type { GroupView } from "./observe.ts";
 import type { Internal, StoredPodGroup, TaskEntry } from "./stored.ts";
@@ -44,19 +44,24 @@ export function newMoves(
   internal: Internal,
   tasks: readonly DriftTask[],
   skip: (instance: number) => boolean,
+  unseen: ReadonlyMap<number, PodStatus> = new Map(),
 ): Map<number, { task: DriftTask; drift: number }> {
   const out = new Map<number, { task: DriftTask; drift: number }>();
   if (tasks.length === 0) return out;
-  for (const v of view.instances.values()) {
-    const kept = v.kept;
-    if (!kept || skip(v.instance) || internal.instances[String(v.instance)]?.move) continue;
-    const task = tasks.find((t) => t.from === kept.node && coversInstance(t, v.instance, spec.numInstances));
+  const instances = new Set([...view.instances.keys(), ...unseen.keys()]);
+  for (const i of instances) {
+    const v = view.instances.get(i);
+    // Where the instance runs: its kept pod, or else (its node unreachable since the controller
+    // started, so the cache has nothing of it) where the last status saw it.
+    const kept = v?.kept ?? unseen.get(i);
+    if (!kept || skip(i) || internal.instances[String(i)]?.move) continue;
+    const task = tasks.find((t) => t.from === kept.node && coversInstance(t, i, spec.numInstances));
     if (!task) continue;
     // Above every copy of the instance anywhere (an extra on an unreachable node included), so the
     // new pod outranks them all in classify() and its name is new on every node.
-    const known = internal.instances[String(v.instance)]?.drift ?? 0;
-    const drift = Math.max(kept.drift, known, ...v.extras.map((o) => o.id.drift)) + 1;
-    out.set(v.instance, { task, drift });
+    const known = internal.instances[String(i)]?.drift ?? 0;
+    const drift = Math.max(v?.kept?.drift ?? 0, unseen.get(i)?.driftCount ?? 0, known, ...(v?.extras ?? []).map((o) => o.id.drift)) + 1;
+    out.set(i, { task, drift });
   }
   return out;
 }
@@ -65,10 +70,20 @@ export function newMoves(
  * Whether a group still holds something a task must wait for: a matching instance whose kept pod is
  * on `from`, or a move off `from` still in progress (recorded in status.internal).
  */
-export function groupPending(spec: StoredPodGroup, view: GroupView, internal: Internal | undefined, task: DriftTask): boolean {
+export function groupPending(
+  spec: StoredPodGroup,
+  view: GroupView,
+  internal: Internal | undefined,
+  task: DriftTask,
+  unseen: ReadonlyMap<number, PodStatus> = new Map(),
+): boolean {
   if (spec.deleting || tasksForGroup(spec, [task]).length === 0) return false;
   for (const v of view.instances.values()) {
     if (v.kept?.node === task.from && coversInstance(task, v.instance, spec.numInstances)) return true;
+  }
+  // Pods the cache cannot see (their node unreachable since start) but the status places on `from`.
+  for (const [i, p] of unseen) {
+    if (p.node === task.from && coversInstance(task, i, spec.numInstances)) return true;
   }
   for (const [k, rec] of Object.entries(internal?.instances ?? {})) {
     if (rec.move?.from === task.from && coversInstance(task, Number(k), spec.numInstances)) return true;

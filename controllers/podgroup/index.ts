@@ -136,7 +136,7 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
     watches: [
       informerSource(specs, (e) => [e.name]),
       statusSource(statuses, (name) => reconciler.lastStatusRevision(name)),
-      taskSource(tasks, cache),
+      taskSource(tasks, cache, statuses),
       // A marker is written for a created container that waits for it: start it now.
       informerSource(markers, (e) => (e.podGroup !== undefined ? [e.podGroup] : [])),
       cache.source(
@@ -207,11 +207,11 @@ function statusSource(statuses: Informer<StatusEntry>, ownRevision: (name: strin
 
 /**
  * Refresh tasks enqueue their group at high priority (its reconcile deletes them when done). Drift
- * tasks enqueue the group they name, or else every group with a container on `from`: only those
- * can have something to move. (Every group's pass also reads the pending drift tasks, so a group
+ * tasks enqueue the group they name, or else every group with a container on `from` or a pod its
+ * status places there: only those can have something to move. (Every group's pass also reads the pending drift tasks, so a group
  * enqueued for any other reason carries them out as well.)
  */
-function taskSource(tasks: Informer<TaskEntry>, cache: ContainerCache): Source {
+function taskSource(tasks: Informer<TaskEntry>, cache: ContainerCache, statuses: Informer<StatusEntry>): Source {
   let unregister: (() => void) | undefined;
   return {
     name: "tasks:podgroup",
@@ -227,6 +227,8 @@ function taskSource(tasks: Informer<TaskEntry>, cache: ContainerCache): Source {
           const g = c.labels[labelKeys.podGroup];
           if (c.node === t.from && g !== undefined) groups.add(g);
         }
+        // ...or a pod its status places on `from` (the cache has nothing of a node unreachable since start).
+        for (const s of statuses.list()) if (s.status?.pods.some((p) => p.node === t.from && p.containers.length > 0)) groups.add(s.name);
         for (const g of groups) enqueue(g, { priority: highPriority });
       };
       unregister = tasks.addEventHandler({ onAdd: on, onUpdate: (_old, e) => on(e) });

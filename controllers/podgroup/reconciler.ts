@@ -65,7 +65,7 @@ import {
 } from "./observe.ts";
 import { countExit, countFailure, type RestartBackoff } from "./restart.ts";
 import { secretsNotReady, type SecretMarkerEntry } from "./secret-marker.ts";
-import { buildStatus, sameStatus } from "./status.ts";
+import { buildStatus, sameStatus, unseenPods } from "./status.ts";
 import {
   decodeStatus,
   readInternal,
@@ -504,7 +504,8 @@ class Pass {
   private async drift(spec: StoredPodGroup): Promise<Map<number, DriftMove>> {
     const n = spec.numInstances;
     const ro = this.internal.rollout;
-    const starts = newMoves(spec, this.view, this.internal, tasksForGroup(spec, this.drifts), (i) => ro?.instance === i);
+    const unseen = unseenPods(this.view, this.statusEntry?.status?.pods ?? [], (node) => this.reachable(node));
+    const starts = newMoves(spec, this.view, this.internal, tasksForGroup(spec, this.drifts), (i) => ro?.instance === i, unseen);
     for (const [i, m] of starts) {
       const move: DriftMove = { task: m.task.id, from: m.task.from, drift: m.drift, ...(m.task.to !== undefined && { to: m.task.to }) };
       this.setRecord(i, { ...this.record(i), move });

@@ -70,6 +70,8 @@ export function buildStatus(i: StatusInput): PodGroupStatus {
   const numbers = new Set<number>([...i.view.instances.keys()]);
   for (let k = 0; k < n; k++) numbers.add(k);
   const previousPods = new Map((i.previous?.pods ?? []).map((p) => [p.instanceNo, p]));
+  const unseen = unseenPods(i.view, i.previous?.pods ?? [], i.reachable);
+  for (const k of unseen.keys()) numbers.add(k);
 
   const pods: PodStatus[] = [];
   let unknown = false;
@@ -77,6 +79,15 @@ export function buildStatus(i: StatusInput): PodGroupStatus {
     const v = i.view.instances.get(instance);
     const rec = i.internal.instances[String(instance)];
     const kept = v?.kept;
+    const last = unseen.get(instance);
+    if (last && !rec?.move) {
+      // Not in the cache because its node has not answered since this controller started (a
+      // restart during an outage): unknown, not gone. The last observation stands, so nothing
+      // treats the instance as missing and redeploys it before a drift moves it (R5).
+      pods.push({ ...last, state: instance >= n ? "removed" : last.state, lastError: `node ${last.node} is unreachable: state unknown` });
+      unknown = true;
+      continue;
+    }
     const containers = kept ? podContainers(kept).map((o) => containerStatus(o.c, i.nodeAddress, o.id.format)) : [];
     let state: PodState;
     let lastError = rec?.lastError ?? "";
@@ -135,6 +146,22 @@ export function buildStatus(i: StatusInput): PodGroupStatus {
   const internal = pruneInternal(i.internal, n, i.view);
   if (internal.rollout || Object.keys(internal.instances).length > 0) status.internal = internal as unknown as Record<string, unknown>;
   return status;
+}
+
+/**
+ * Pods of the previous status that the cache cannot see because their node is unreachable: a pod
+ * with containers on a node that does not answer, whose instance has no kept pod in the cache.
+ * After a restart during an outage the cache has nothing of that node, so the previous status is
+ * the only record of what runs there (kept, by buildStatus, until the node answers or a drift
+ * moves the instance).
+ */
+export function unseenPods(view: GroupView, previous: readonly PodStatus[], reachable: (node: string) => boolean): Map<number, PodStatus> {
+  const out = new Map<number, PodStatus>();
+  for (const p of previous) {
+    if (p.containers.length === 0 || p.node === "" || reachable(p.node) || view.instances.get(p.instanceNo)?.kept) continue;
+    out.set(p.instanceNo, p);
+  }
+  return out;
 }
 
 /** Records of instances that are gone for good (beyond the count, no container left) are dropped. */
