@@ -523,6 +523,14 @@ class Pass {
       const { move: _done, ...rest } = rec;
       if (i >= n) {
         this.setRecord(i, rest); // scaled away: nothing to move
+      } else if (!this.drifts.some((t) => t.id === move.task) && (!kept || kept.node === move.from)) {
+        // The task was deleted before the move was made: cancelled. The instance stays where it
+        // is; one whose pod on `from` is already gone is redeployed by deployAndRestart with the
+        // move's drift count, so it still outranks any copy left on an unreachable `from`.
+        // The drift's own failures ("no node fits") go with it.
+        const { lastError: _e, nextDeployAt: _at, ...clean } = rest;
+        this.setRecord(i, kept ? clean : { ...rest, drift: Math.max(rest.drift ?? 0, move.drift) });
+        this.log.info({ instance: i, task: move.task, from: move.from }, "drift: move cancelled (its task was deleted)");
       } else if (kept && kept.drift >= move.drift) {
         this.setRecord(i, { ...rest, drift: kept.drift }); // the new pod exists
       } else if (kept && kept.node !== move.from) {
