@@ -10,11 +10,14 @@
 // What it records: capacity and engine facts from cluster.nodes(); `reserved` = the summed limits
 // of the node's up (running, paused, restarting) containers labelled io.capstan.podgroup or
 // io.capstan.dependency (PodGroup instances and dependency pods). A container's limits never
-// change in Capstan's hands, so each is inspected once and remembered while it stays up. A node
-// whose engine does not answer, or whose containers cannot be listed, is recorded unreachable with
-// the reason and since when (unreachableSince, carried over from the previous record, so a monitor
-// restart does not restart the clock); it never stops the loop. Records of nodes that are no
-// longer in the cluster are deleted.
+// change in Capstan's hands, so each is inspected once (at most 8 at a time per node) and remembered
+// while it stays up. Reachability is the engine's info call answering, nothing else: a node whose
+// engine does not answer is recorded unreachable with the reason and since when (unreachableSince,
+// carried over from a previous record of the outage no older than a heartbeat and two intervals,
+// so a monitor restart does not restart the clock but a long-stale record is not trusted); a node
+// whose containers cannot be listed or inspected in time stays ready with the error and the last
+// known reservation (a slow engine is not a lost one). It never stops the loop. Records of nodes
+// that are no longer in the cluster are deleted.
 //
 // Auto drift: once a node has been unreachable for nodeTimeoutMs (-node-timeout, 60 s), the monitor
 // writes ONE drift task for the outage, {from: node, force: false, reason: "node-timeout"}, under
@@ -24,6 +27,7 @@
 // answers again, the copies left on it are removed as extras (controllers/podgroup/drift.ts).
 //
 // Leader-only: one writer, through the fenced store, so a deposed leader's late write is refused.
+import PQueue from "p-queue";
 import { Registry } from "prom-client";
 import {
   NotFoundError,
@@ -42,7 +46,7 @@ import { withDeadline } from "../../runtime/deadline.ts";
 import { silentLogger, type Logger } from "../../runtime/log.ts";
 import type { Runnable } from "../../runtime/manager.ts";
 import { counter } from "../../runtime/metrics.ts";
-import { nodeRecord, sameRecord, unreachableRecord } from "./record.ts";
+import { listingFailedRecord, nodeRecord, sameRecord, unreachableRecord } from "./record.ts";
 
 export interface NodeMonitorOptions {
   /** The fenced store: only the leader's writes land. */
@@ -70,6 +74,8 @@ export const reservedLabel = "io.capstan.podgroup";
 /** ...and dependency pods. */
 export const dependencyLabel = "io.capstan.dependency";
 const reservedLabels = [reservedLabel, dependencyLabel];
+/** Inspects of newly seen containers in flight per node. */
+const inspectConcurrency = 8;
 
 /** The auto-drift task id of one outage: the same outage always gives the same id. */
 export function autoDriftTaskId(node: string, unreachableSince: string): string {
@@ -247,13 +253,16 @@ class NodeMonitor implements Runnable {
   private async observe(node: NodeResources, signal: AbortSignal): Promise<NodeRecord> {
     const now = new Date(this.now());
     const previous = this.written.get(node.name)?.record;
-    if (node.state !== "ready") return unreachableRecord(node, node.error ?? "unreachable", previous, now);
+    // A record is rewritten at least every heartbeat, at the next sync after it: one older than
+    // that (plus slack) was left by a monitor that has not been running since.
+    const maxAgeMs = this.heartbeatMs + 2 * this.intervalMs;
+    if (node.state !== "ready") return unreachableRecord(node, node.error ?? "unreachable", previous, now, maxAgeMs);
     try {
       return nodeRecord(node, await this.reserved(node.name, signal), now);
     } catch (e) {
       if (signal.aborted) throw e;
       const reason = e instanceof Error ? e.message : String(e);
-      return unreachableRecord(node, `listing containers failed: ${reason}`, previous, now);
+      return listingFailedRecord(node, `listing containers failed: ${reason}`, previous, now);
     }
   }
 
@@ -270,25 +279,29 @@ class NodeMonitor implements Runnable {
     const up = [...new Map(lists.flat().map((c) => [c.id, c])).values()];
     const seen = new Set<string>();
     const total = { memoryBytes: 0, nanoCpus: 0 };
+    // Bounded: a node with hundreds of new containers must not get hundreds of inspects at once.
+    const q = new PQueue({ concurrency: inspectConcurrency });
     await Promise.all(
-      up.map(async (c) => {
-        const key = `${node}/${c.id}`;
-        seen.add(key);
-        let request = this.limits.get(key);
-        if (request === undefined) {
-          try {
-            const details = await this.bounded(`inspect ${c.name} on ${node}`, signal, (s) => this.cluster.inspect(c, { signal: s }));
-            // Stopped (or not ours) since the list: it reserves nothing.
-            request = reservationOf(details) ?? { memoryBytes: 0, nanoCpus: 0 };
-            if (details.status.running || details.status.paused || details.status.restarting) this.limits.set(key, request);
-          } catch (e) {
-            if (e instanceof NotFoundError) return; // removed since the list
-            throw e;
+      up.map((c) =>
+        q.add(async () => {
+          const key = `${node}/${c.id}`;
+          seen.add(key);
+          let request = this.limits.get(key);
+          if (request === undefined) {
+            try {
+              const details = await this.bounded(`inspect ${c.name} on ${node}`, signal, (s) => this.cluster.inspect(c, { signal: s }));
+              // Stopped (or not ours) since the list: it reserves nothing.
+              request = reservationOf(details) ?? { memoryBytes: 0, nanoCpus: 0 };
+              if (details.status.running || details.status.paused || details.status.restarting) this.limits.set(key, request);
+            } catch (e) {
+              if (e instanceof NotFoundError) return; // removed since the list
+              throw e;
+            }
           }
-        }
-        total.memoryBytes += request.memoryBytes;
-        total.nanoCpus += request.nanoCpus;
-      }),
+          total.memoryBytes += request.memoryBytes;
+          total.nanoCpus += request.nanoCpus;
+        }),
+      ),
     );
     for (const key of this.limits.keys()) if (key.startsWith(`${node}/`) && !seen.has(key)) this.limits.delete(key);
     return total;
