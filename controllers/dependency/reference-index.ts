@@ -3,6 +3,10 @@
 // in the spec's words). Each group's contribution is remembered, so a change of one group costs
 // O(its references), not a walk over every group.
 //
+// Per group it also keeps the dependency list of every spec version it saw and that a pod of the
+// status may still run (`history`), so an instance keeps counting the list of its own version
+// after a spec update changed the group's (references.ts, dependenciesOf).
+//
 // Invariant: while started, `counts` equals countReferences() over every group in both caches.
 // The Controller starts this source (replaying both caches into it) and waits for both informers
 // to sync before any reconcile runs, so no reconcile, and so no garbage collection, ever sees
@@ -10,7 +14,7 @@
 import type { Informer } from "../../runtime/informer.ts";
 import type { Enqueue, Source } from "../../runtime/source.ts";
 import { slotKey } from "./naming.ts";
-import { addReferences, referencesOf, type Reference, type ReferenceCounts } from "./references.ts";
+import { addReferences, referencesOf, type DependencyEntry, type Reference, type ReferenceCounts } from "./references.ts";
 import { referenceInput, type GroupSpecEntry, type GroupStatusEntry } from "./stored.ts";
 
 export class ReferenceIndex {
@@ -18,6 +22,7 @@ export class ReferenceIndex {
   private readonly specs = new Map<string, GroupSpecEntry>();
   private readonly statuses = new Map<string, GroupStatusEntry>();
   private readonly contributions = new Map<string, Reference[]>();
+  private readonly history = new Map<string, Map<number, readonly DependencyEntry[]>>();
 
   /** Reference count per slot key of `dependency` (absent slots have none). */
   of(dependency: string): ReadonlyMap<string, number> {
@@ -29,11 +34,19 @@ export class ReferenceIndex {
     this.specs.clear();
     this.statuses.clear();
     this.contributions.clear();
+    this.history.clear();
   }
 
   setSpec(name: string, spec: GroupSpecEntry | undefined): string[] {
-    if (spec) this.specs.set(name, spec);
-    else this.specs.delete(name);
+    if (spec) {
+      this.specs.set(name, spec);
+      let versions = this.history.get(name);
+      if (!versions) this.history.set(name, (versions = new Map()));
+      if (spec.version > 0) versions.set(spec.version, spec.dependencies);
+    } else {
+      this.specs.delete(name);
+      this.history.delete(name);
+    }
     return this.recompute(name);
   }
 
@@ -47,7 +60,10 @@ export class ReferenceIndex {
   private recompute(name: string): string[] {
     const spec = this.specs.get(name);
     const before = this.contributions.get(name) ?? [];
-    const after = spec ? referencesOf(referenceInput(spec, this.statuses.get(name))) : [];
+    const status = this.statuses.get(name);
+    const versions = this.history.get(name);
+    if (spec && versions) prune(versions, spec.version, status);
+    const after = spec ? referencesOf(referenceInput(spec, status, versions)) : [];
     if (sameReferences(before, after)) return [];
     addReferences(this.counts, before, -1);
     addReferences(this.counts, after, 1);
@@ -55,6 +71,16 @@ export class ReferenceIndex {
     else this.contributions.delete(name);
     return [...new Set([...before, ...after].map((r) => r.dependency))];
   }
+}
+
+/**
+ * Forget the lists of versions older than every pod of the status (and than the current one): no
+ * pod runs them. A version a pod may still run is kept even while the status briefly omits it.
+ */
+function prune(versions: Map<number, readonly DependencyEntry[]>, current: number, status: GroupStatusEntry | undefined): void {
+  let oldest = current;
+  for (const p of status?.pods ?? []) if (p.version !== undefined && p.version < oldest) oldest = p.version;
+  for (const v of versions.keys()) if (v < oldest) versions.delete(v);
 }
 
 function sameReferences(a: readonly Reference[], b: readonly Reference[]): boolean {

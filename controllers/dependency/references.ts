@@ -4,22 +4,48 @@
 // survive an orchestrator restart as they are: the counts are recomputed from the same records.
 //
 // One reference = one PodGroup instance (a pod in the group's status that has a node and at least
-// one container) x one distinct (dependency, scope) its pod lists, where scope is
+// one container) x one distinct (dependency, scope) that the pod's OWN version lists, where scope is
 //   ""                   for policy "node"      (one pod per node, shared by every namespace)
 //   the group namespace  for policy "namespace" (one pod per namespace per node)
 // Every entry of pod.dependencies is scoped on its own: the original system set a variable to the
 // node name on a node-level entry and never reset it, so every namespace-level entry after it was
 // counted as node-level too (original-system.md 1.9, 5.7).
+//
+// Which list a pod runs with, best source first (dependenciesOf):
+//   1. the pod's own list in the status (the PodGroup controller reads it from its containers'
+//      io.capstan.dependencies label, controllers/shared/pod-dependencies.ts): survives anything;
+//   2. the list of the spec version the pod runs, as this process saw that version of the spec;
+//   3. the group's current list (a pod of a version never seen, e.g. after a restart mid-rollout
+//      while the PodGroup side does not report 1.).
+// So a spec update that drops a dependency does not take it from the old version's instances
+// while they still run (review finding 3).
 import { slotKey } from "./naming.ts";
 
 export type DependencyPolicy = "namespace" | "node";
 
+export interface DependencyEntry {
+  podName: string;
+  policy: DependencyPolicy;
+}
+
+export interface ReferencingPod {
+  node: string;
+  containers: number;
+  /** Spec pod.version the pod runs (absent in a status that does not say). */
+  version?: number;
+  /** The list the pod runs with, when its status reports it. */
+  dependencies?: readonly DependencyEntry[];
+}
+
 /** What references are derived from, per PodGroup (deleting groups included: their pods still run). */
 export interface GroupReferenceInput {
   namespace: string;
-  dependencies: readonly { podName: string; policy: DependencyPolicy }[];
+  /** The current spec's list. */
+  dependencies: readonly DependencyEntry[];
+  /** The list of each earlier spec version seen (pod.version -> list). */
+  history?: ReadonlyMap<number, readonly DependencyEntry[]>;
   /** The instances of the group's status. */
-  pods: readonly { node: string; containers: number }[];
+  pods: readonly ReferencingPod[];
 }
 
 export interface Reference {
@@ -33,16 +59,23 @@ export function scopeOf(policy: DependencyPolicy, namespace: string): string {
   return policy === "node" ? "" : namespace;
 }
 
-/** Every reference the group makes, one per instance and distinct (dependency, scope). */
+/** The list `pod` runs with (sources in the order of the header comment). */
+export function dependenciesOf(g: GroupReferenceInput, pod: ReferencingPod): readonly DependencyEntry[] {
+  if (pod.dependencies) return pod.dependencies;
+  const seen = pod.version === undefined ? undefined : g.history?.get(pod.version);
+  return seen ?? g.dependencies;
+}
+
+/** Every reference the group makes, one per instance and distinct (dependency, scope) its version lists. */
 export function referencesOf(g: GroupReferenceInput): Reference[] {
-  const targets = new Map<string, { dependency: string; scope: string }>();
-  for (const d of g.dependencies) {
-    const scope = scopeOf(d.policy, g.namespace); // per entry: nothing carries over to the next
-    targets.set(`${d.podName}|${scope}`, { dependency: d.podName, scope });
-  }
   const out: Reference[] = [];
   for (const pod of g.pods) {
     if (pod.node === "" || pod.containers < 1) continue;
+    const targets = new Map<string, { dependency: string; scope: string }>();
+    for (const d of dependenciesOf(g, pod)) {
+      const scope = scopeOf(d.policy, g.namespace); // per entry: nothing carries over to the next
+      targets.set(`${d.podName}|${scope}`, { dependency: d.podName, scope });
+    }
     for (const t of targets.values()) out.push({ dependency: t.dependency, node: pod.node, scope: t.scope });
   }
   return out;

@@ -6,7 +6,8 @@
 // look deleted, which would remove its pods); PodGroup records are read leniently, field by field.
 import { z } from "zod";
 import { DependencySpec, type DependencyPodStatus, type DependencyStatus } from "../../api/resources/dependency.ts";
-import type { DependencyPolicy, GroupReferenceInput } from "./references.ts";
+import { decodePodDependencies } from "../shared/pod-dependencies.ts";
+import type { DependencyEntry, DependencyPolicy, GroupReferenceInput, ReferencingPod } from "./references.ts";
 
 function lastSegment(key: string): string {
   return key.slice(key.lastIndexOf("/") + 1);
@@ -75,12 +76,14 @@ export function decodeStatus(kv: Kv): StatusEntry {
 export interface GroupSpecEntry {
   name: string;
   namespace: string;
-  dependencies: { podName: string; policy: DependencyPolicy }[];
+  /** pod.version (0 when unreadable). */
+  version: number;
+  dependencies: DependencyEntry[];
 }
 
 export interface GroupStatusEntry {
   name: string;
-  pods: { node: string; containers: number }[];
+  pods: ReferencingPod[];
 }
 
 const policyOf = (p: unknown): DependencyPolicy | undefined =>
@@ -88,22 +91,29 @@ const policyOf = (p: unknown): DependencyPolicy | undefined =>
 
 export function decodeGroupSpec(kv: Kv): GroupSpecEntry {
   const name = lastSegment(kv.key);
-  const dependencies: GroupSpecEntry["dependencies"] = [];
+  let dependencies: DependencyEntry[] = [];
   let namespace = "";
+  let version = 0;
   try {
-    const v = JSON.parse(kv.value) as { namespace?: unknown; pod?: { dependencies?: unknown } } | null;
+    const v = JSON.parse(kv.value) as { namespace?: unknown; pod?: { dependencies?: unknown; version?: unknown } } | null;
     if (typeof v?.namespace === "string") namespace = v.namespace;
-    const deps = v?.pod?.dependencies;
-    if (Array.isArray(deps)) {
-      for (const d of deps as { podName?: unknown; policy?: unknown }[]) {
-        const policy = policyOf(d?.policy);
-        if (typeof d?.podName === "string" && policy !== undefined) dependencies.push({ podName: d.podName, policy });
-      }
-    }
+    if (Number.isInteger(v?.pod?.version)) version = v!.pod!.version as number;
+    dependencies = dependencyList(v?.pod?.dependencies) ?? [];
   } catch {
     // an unreadable group references nothing (the PodGroup controller deploys nothing for it either)
   }
-  return { name, namespace, dependencies };
+  return { name, namespace, version, dependencies };
+}
+
+/** The readable entries of a stored dependency list; undefined when it is not a list. */
+function dependencyList(deps: unknown): DependencyEntry[] | undefined {
+  if (!Array.isArray(deps)) return undefined;
+  const out: DependencyEntry[] = [];
+  for (const d of deps as { podName?: unknown; policy?: unknown }[]) {
+    const policy = policyOf(d?.policy);
+    if (typeof d?.podName === "string" && policy !== undefined) out.push({ podName: d.podName, policy });
+  }
+  return out;
 }
 
 export function decodeGroupStatus(kv: Kv): GroupStatusEntry {
@@ -112,8 +122,14 @@ export function decodeGroupStatus(kv: Kv): GroupStatusEntry {
   try {
     const v = JSON.parse(kv.value) as { pods?: unknown } | null;
     if (Array.isArray(v?.pods)) {
-      for (const p of v.pods as { node?: unknown; containers?: unknown }[]) {
-        if (typeof p?.node === "string" && Array.isArray(p.containers)) pods.push({ node: p.node, containers: p.containers.length });
+      for (const p of v.pods as { node?: unknown; containers?: unknown; version?: unknown; dependencies?: unknown }[]) {
+        if (typeof p?.node !== "string" || !Array.isArray(p.containers)) continue;
+        const pod: ReferencingPod = { node: p.node, containers: p.containers.length };
+        if (Number.isInteger(p.version)) pod.version = p.version as number;
+        // The list the pod runs with: reported as the list, or as the label value it was read from.
+        const deps = typeof p.dependencies === "string" ? decodePodDependencies(p.dependencies) : dependencyList(p.dependencies);
+        if (deps) pod.dependencies = deps;
+        pods.push(pod);
       }
     }
   } catch {
@@ -122,8 +138,12 @@ export function decodeGroupStatus(kv: Kv): GroupStatusEntry {
   return { name, pods };
 }
 
-export function referenceInput(spec: GroupSpecEntry, status: GroupStatusEntry | undefined): GroupReferenceInput {
-  return { namespace: spec.namespace, dependencies: spec.dependencies, pods: status?.pods ?? [] };
+export function referenceInput(
+  spec: GroupSpecEntry,
+  status: GroupStatusEntry | undefined,
+  history?: ReadonlyMap<number, readonly DependencyEntry[]>,
+): GroupReferenceInput {
+  return { namespace: spec.namespace, dependencies: spec.dependencies, pods: status?.pods ?? [], ...(history && { history }) };
 }
 
 // ---- the controller's memory, in the status ------------------------------------------------------

@@ -171,16 +171,27 @@ export class Harness {
 
   /**
    * Play the PodGroup controller: a stored group whose pod lists `dependencies`, and a status with
-   * one running instance per entry of `nodes` (each with one container).
+   * one running instance per entry of `nodes` (each with one container). `versions`: the spec's
+   * pod.version and the version the instances run (both 1 by default); `podDependencies`: the
+   * list each instance reports it runs with (omitted by default); `statusOnly`/`specOnly` write
+   * one of the two records.
    */
-  async putGroup(name: string, namespace: string, dependencies: { podName: string; policy: "node" | "namespace" }[], nodes: string[]): Promise<void> {
+  async putGroup(
+    name: string,
+    namespace: string,
+    dependencies: { podName: string; policy: "node" | "namespace" }[],
+    nodes: string[],
+    versions: { spec?: number; pods?: number; podDependencies?: { podName: string; policy: "node" | "namespace" }[]; only?: "spec" | "status" } = {},
+  ): Promise<void> {
+    const specVersion = versions.spec ?? 1;
+    const podVersion = versions.pods ?? 1;
     const now = new Date().toISOString();
     const spec = {
       name,
       namespace,
       numInstances: nodes.length,
       restartPolicy: "always",
-      pod: { name, namespace, version: 1, containers: [{ image: services.testImage }], dependencies },
+      pod: { name, namespace, version: specVersion, containers: [{ image: services.testImage }], dependencies },
       createdAt: now,
       updatedAt: now,
     };
@@ -188,25 +199,23 @@ export class Harness {
       state: "running",
       lastError: "",
       updatedAt: now,
-      observedVersion: 1,
+      observedVersion: podVersion,
       pods: nodes.map((node, i) => ({
         instanceNo: i,
         state: "running",
         lastError: "",
         restartCount: 0,
         driftCount: 0,
-        version: 1,
+        version: podVersion,
         node,
-        containers: [{ id: `fake-${name}-${i}`, name: `${name}.v1-i${i}-d0`, node, nodeIp: "127.0.0.1", ip: "", status: "running" }],
+        containers: [{ id: `fake-${name}-${i}`, name: `${name}.v${podVersion}-i${i}-d0`, node, nodeIp: "127.0.0.1", ip: "", status: "running" }],
+        ...(versions.podDependencies && { dependencies: versions.podDependencies }),
       })),
     };
-    await this.store.txn(
-      [],
-      [
-        { type: "put", key: `${this.layout.podGroups}${name}`, value: JSON.stringify(spec) },
-        { type: "put", key: `${this.layout.podGroupStatus}${name}`, value: JSON.stringify(status) },
-      ],
-    );
+    const ops: { type: "put"; key: string; value: string }[] = [];
+    if (versions.only !== "status") ops.push({ type: "put", key: `${this.layout.podGroups}${name}`, value: JSON.stringify(spec) });
+    if (versions.only !== "spec") ops.push({ type: "put", key: `${this.layout.podGroupStatus}${name}`, value: JSON.stringify(status) });
+    await this.store.txn([], ops);
   }
 
   async deleteGroup(name: string): Promise<void> {

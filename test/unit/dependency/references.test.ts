@@ -52,7 +52,7 @@ describe("reference derivation", () => {
 
   it("the index follows spec and status changes and reports the dependencies whose counts changed", () => {
     const index = new ReferenceIndex();
-    const spec = { name: "g", namespace: "a", dependencies: [{ podName: "log", policy: "node" as const }] };
+    const spec = { name: "g", namespace: "a", version: 1, dependencies: [{ podName: "log", policy: "node" as const }] };
     expect(index.setSpec("g", spec)).toEqual([]); // no instances yet
     expect(index.setStatus("g", { name: "g", pods: [running("n1"), running("n2")] })).toEqual(["log"]);
     expect(Object.fromEntries(index.of("log"))).toEqual({ "n1|": 1, "n2|": 1 });
@@ -70,7 +70,7 @@ describe("reference derivation", () => {
       modRevision: 1,
       value: JSON.stringify({ namespace: "a", pod: { dependencies: [{ podName: "d1", policy: 1 }, { podName: "d2", policy: "namespace" }, { podName: 3 }] } }),
     });
-    expect(spec).toEqual({ name: "g", namespace: "a", dependencies: [{ podName: "d1", policy: "node" }, { podName: "d2", policy: "namespace" }] });
+    expect(spec).toEqual({ name: "g", namespace: "a", version: 0, dependencies: [{ podName: "d1", policy: "node" }, { podName: "d2", policy: "namespace" }] });
     expect(decodeGroupStatus({ key: "/x/podgroup-status/g", modRevision: 1, value: JSON.stringify({ pods: [{ node: "n1", containers: [{}, {}] }] }) })).toEqual({
       name: "g",
       pods: [{ node: "n1", containers: 2 }],
