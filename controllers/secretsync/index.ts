@@ -1,12 +1,13 @@
-// The Secret-sync controller, assembled: three informers (PodGroup specs, secret records, installed
-// markers), a container watch cache, and the Controller running SecretSyncReconciler. It runs in
+// The Secret-sync controller, assembled: two informers (PodGroup specs, installed markers), one
+// secret watch per group that lists secret files (proc-watches.ts), a container watch cache, and
+// the Controller running SecretSyncReconciler. It runs in
 // the secrets process (it needs the unsealed vault) as a leader-only runnable; its marker writes
 // go through the fenced store.
 //
 // What enqueues what (reconciler.ts explains the keys):
 //   spec of a group changed              -> group/<name>
-//   a secret of proc P written/deleted   -> group/P (the proc is the PodGroup name), when the
-//                                           cached spec of P lists secret files
+//   a secret of proc P written/deleted   -> group/P (the proc is the PodGroup name); watched only
+//                                           while the cached spec of P lists secret files
 //   a container created/started/died... -> group/<its podgroup label>, marker/<id>
 //   a marker written                     -> marker/<id> (collected if its container is gone, which
 //                                           also covers a container removed during the upload)
@@ -24,7 +25,8 @@ import type { Runnable } from "../../runtime/manager.ts";
 import { informerSource, lowPriority, type Source } from "../../runtime/source.ts";
 import { decodeMarker, defaultMarkerPrefix, type MarkerEntry } from "./marker.ts";
 import { SecretSyncReconciler, groupKey, markerGcKey, podGroupLabel } from "./reconciler.ts";
-import { decodeSpec, defaultPodGroupPrefix, listsSecrets, procOfSecretKey, type SpecEntry } from "./specs.ts";
+import { ProcSecretWatches } from "./proc-watches.ts";
+import { decodeSpec, defaultPodGroupPrefix, listsSecrets, type SpecEntry } from "./specs.ts";
 import type { ReadSecrets, SyncVault } from "./vault.ts";
 
 export type { SecretFileRecord, SyncVault, ReadSecrets } from "./vault.ts";
@@ -43,7 +45,7 @@ export interface SecretSyncControllerOptions<V extends SyncVault> {
   readSecrets: ReadSecrets<Store, V>;
   /** PodGroup specs (default /platform/orchestrator/podgroups/). */
   podGroupPrefix?: string;
-  /** Secret records, watched for changes only (default /platform/secrets/). */
+  /** Secret records, watched for changes only, per listed proc (default /platform/secrets/). */
   secretsPrefix?: string;
   /** Installed markers (default /platform/secret-sync/installed/); tests use a unique one. */
   markerPrefix?: string;
@@ -86,16 +88,8 @@ export function createSecretSyncController<V extends SyncVault>(opts: SecretSync
   if (!(Number.isInteger(installConcurrency) && installConcurrency >= 1)) throw new RangeError("installConcurrency must be an integer >= 1");
 
   const specs = new Informer({ name: "secretsync-podgroups", source: opts.store, prefix: specPrefix, decode: decodeSpec, clock, log, registry });
-  // The records are encrypted: only their keys matter here (which proc changed), never their values.
-  const secrets = new Informer({
-    name: "secretsync-secrets",
-    source: opts.store,
-    prefix: secretsPrefix,
-    decode: (kv) => ({ proc: procOfSecretKey(secretsPrefix, kv.key) }),
-    clock,
-    log,
-    registry,
-  });
+  // Only which proc changed matters here, never a record's value; and only for listed procs.
+  const secrets = new ProcSecretWatches({ store: opts.store, specs, secretsPrefix, retryMs: 1_000, clock, log });
   const markers = new Informer({ name: "secretsync-markers", source: opts.store, prefix: markerPrefix, decode: decodeMarker, clock, log, registry });
   const cache = new ContainerCache({
     cluster: opts.cluster,
@@ -128,9 +122,7 @@ export function createSecretSyncController<V extends SyncVault>(opts: SecretSync
     reconcile: reconciler.reconcile,
     watches: [
       informerSource(specs, (e) => (listsSecrets(e) ? [groupKey(e.name)] : [])),
-      // A write to a proc no cached spec lists costs one map lookup, not a reconcile. Not missed:
-      // a spec that lists it and arrives later enqueues its group itself (the line above).
-      informerSource(secrets, (e) => (e.proc && listsSecrets(specs.get(`${specPrefix}${e.proc}`)) ? [groupKey(e.proc)] : [])),
+      secrets,
       markerSource(markers),
       cache.source((c) => {
         const g = c.labels[podGroupLabel];
@@ -145,7 +137,7 @@ export function createSecretSyncController<V extends SyncVault>(opts: SecretSync
     registry,
   });
 
-  return { informers: [specs, secrets, markers] as Informer<unknown>[], runnables: [cache, controller], cache, controller };
+  return { informers: [specs, markers] as Informer<unknown>[], runnables: [cache, controller], cache, controller };
 }
 
 /** Written or listed markers are checked for collection; a deleted one has its group rewrite it. */
