@@ -48,7 +48,13 @@ export async function updateDependency(
   throw unavailable(`dependency ${name} is being changed by too many concurrent requests; retry`);
 }
 
-/** Names of the stored PodGroups (deleting ones included) whose pod lists `name`, sorted. */
+/**
+ * Names of the stored PodGroups whose pod lists `name`, sorted. A group being deleted counts only
+ * while its status still shows an instance with a node and a container (as the controller counts
+ * references): such an instance may still need the dependency's pod. Once its instances are gone
+ * it no longer blocks the DELETE, even if the group's own removal has not finished (e.g. waiting
+ * for a node), so a stuck group removal does not keep the dependency "in use" forever.
+ */
 export async function dependentsOf(store: Store, layout: DependencyLayout, name: string): Promise<string[]> {
   const out: string[] = [];
   for (const kv of (await listAll(store, layout.podGroups)).items) {
@@ -58,9 +64,23 @@ export async function dependentsOf(store: Store, layout: DependencyLayout, name:
     } catch {
       continue; // unreadable: the PodGroup controller reports it; it deploys nothing either
     }
-    if (group.pod?.dependencies?.some((d) => d.podName === name)) out.push(group.name + (group.deleting ? " (being deleted)" : ""));
+    if (!group.pod?.dependencies?.some((d) => d.podName === name)) continue;
+    if (!group.deleting) out.push(group.name);
+    else if (await hasInstances(store, layout, group.name)) out.push(`${group.name} (being deleted)`);
   }
   return out.sort();
+}
+
+/** Whether the group's status shows an instance with a node and at least one container. */
+async function hasInstances(store: Store, layout: DependencyLayout, group: string): Promise<boolean> {
+  const kv = await store.get(`${layout.podGroupStatus}${group}`);
+  if (kv === null) return false;
+  try {
+    const pods = (JSON.parse(kv.value) as { pods?: unknown }).pods;
+    return Array.isArray(pods) && pods.some((p: { node?: unknown; containers?: unknown }) => typeof p?.node === "string" && p.node !== "" && Array.isArray(p.containers) && p.containers.length > 0);
+  } catch {
+    return true; // unreadable: it may have instances; refuse rather than guess
+  }
 }
 
 export async function getDependencyWithStatus(store: Store, layout: DependencyLayout, name: string): Promise<DependencyWithStatus | null> {

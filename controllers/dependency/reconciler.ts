@@ -21,8 +21,15 @@
 // - D3 an upgrade (spec version or data format) replaces one pod at a time, its intent persisted
 //   before each step ({slot, phase: "removing"} before the removal, {phase: "removed", at} after),
 //   so a restart neither skips the update wait nor replaces two pods at once.
+//   A step whose node becomes unreachable is set aside (the rollout moves on to the next pod);
+//   the pod is taken up again once its node is back: so "one at a time" holds among the pods
+//   that can be reached, and a dead node never stalls an update.
 // - D4 a container whose node is unreachable is unknown, not missing: nothing is deployed,
 //   removed or reclaimed for that slot until the node is back.
+// - D6 the removal of a dependency waits only for unreachable nodes that may hold its containers:
+//   those with containers in the cache, and those never heard from since this process started
+//   (the cache has not seen their list). A node heard from holds none beyond what the cache shows:
+//   every create of ours is recorded in it, so waiting for it would only block the removal.
 // - D5 the status is written only when it changed, with compare-and-swap on its modRevision; the
 //   pass waits for the status informer to reflect its own last write before reading it again.
 import PQueue from "p-queue";
@@ -108,6 +115,8 @@ const nodesTtlMs = 30_000;
 export class DependencyReconciler {
   private readonly memory = new Map<string, Memory>();
   private nodesCache: { at: number; nodes: NodeResources[] } | undefined;
+  /** Nodes whose event stream was up at some point since start (D6). */
+  private readonly heard = new Set<string>();
 
   constructor(readonly o: DependencyReconcilerOptions) {}
 
@@ -201,7 +210,27 @@ export class DependencyReconciler {
 
   /** Whether the node's event stream is up, so that its containers in the cache are current. */
   reachable(node: string): boolean {
-    return this.o.cache.nodeState(node) === "ready";
+    const ready = this.o.cache.nodeState(node) === "ready";
+    if (ready) this.heard.add(node);
+    return ready;
+  }
+
+  /**
+   * Note which nodes are up now (D6), so a node that dies later counts as heard from. Node
+   * resources are reused for nodesTtlMs, so this costs an engine call only that often; a failed
+   * listing notes nothing (the removal then waits for more nodes, never for fewer).
+   */
+  async noteNodes(signal: AbortSignal): Promise<void> {
+    try {
+      for (const n of await this.nodes(signal)) this.reachable(n.name);
+    } catch (e) {
+      if (signal.aborted) throw e;
+    }
+  }
+
+  /** Whether the cache has had the node's container list since this process started (D6). */
+  heardFrom(node: string): boolean {
+    return this.heard.has(node) || this.reachable(node);
   }
 
   forget(name: string): void {
@@ -242,6 +271,7 @@ class Pass {
   }
 
   async run(): Promise<Result | void> {
+    await this.r.noteNodes(this.signal);
     const full = this.fullRefreshDue();
     await this.inspect(full);
     this.observe();
@@ -389,9 +419,14 @@ class Pass {
     if (ro && (!this.records.has(ro.slot) || reclaiming.has(ro.slot))) ro = undefined;
     if (ro && ro.toVersion !== version) ro = { ...ro, toVersion: version };
     this.internal.rollout = ro;
+    if (ro && !this.r.reachable(parseSlotKey(ro.slot).node)) {
+      // D3, D4: set aside; its pod is stale (or missing) still, and is taken up once the node is back.
+      this.log.info({ slot: ro.slot }, "upgrade step set aside: its node is unreachable");
+      ro = undefined;
+    }
+    this.internal.rollout = ro;
     if (ro) {
       const kept = this.view.slots.get(ro.slot)?.kept;
-      if (!this.r.reachable(parseSlotKey(ro.slot).node)) return undefined; // D4
       if (kept && podStale(kept, version)) {
         if (ro.phase === "removing") return ro.slot; // intent persisted by an earlier pass
         this.internal.rollout = { ...ro, phase: "removing", at: this.now };
@@ -612,16 +647,18 @@ class Pass {
       this.observe();
     }
     const nodes = await this.r.nodes(this.signal);
-    const down = [...new Set([...this.containers().map((c) => c.node), ...nodes.map((n) => n.name)])].filter((n) => !this.r.reachable(n));
+    // D6: wait for a down node only if it holds cached containers or was never heard from.
+    const holding = new Set(this.containers().map((c) => c.node));
+    const down = [...new Set([...holding, ...nodes.map((n) => n.name)])].filter((n) => !this.r.reachable(n) && (holding.has(n) || !this.r.heardFrom(n)));
     if (down.length > 0) {
       this.notes.push(`waiting for node ${down.join(", ")} to confirm the removal`);
       this.wakeAt(this.now + unreachableRecheckMs);
       await this.writeStatus(false);
       return this.result();
     }
-    // Every node reachable and nothing cached: the engines' own lists have the last word.
+    // Nothing cached on a node that could hold some: the reachable engines' own lists have the last word.
     let leftovers = 0;
-    for (const n of nodes) leftovers += await this.sweep(n.name, () => true);
+    for (const n of nodes) if (this.r.reachable(n.name)) leftovers += await this.sweep(n.name, () => true);
     if (leftovers > 0) return { requeueAfterMs: asap };
     await this.r.deleteKeys(this.name, this.mem, this.specEntry, this.statusEntry);
     this.r.forget(this.name);

@@ -150,6 +150,24 @@ describe("DELETE /api/depends (RemoveSpec)", () => {
     await h.deleteGroup(g2);
   });
 
+  it("counts a group being deleted as a dependent only while its status shows instances", async () => {
+    const name = h.name("deldep");
+    await h.call("POST", "/api/depends", pod(name));
+    const g = h.name("g");
+    await h.putGroup(g, "ns-a", [{ podName: name, policy: "node" }], ["n1"]);
+    const key = `${h.layout.podGroups}${g}`;
+    const spec = JSON.parse((await h.store.get(key))!.value) as Record<string, unknown>;
+    await h.store.put(key, JSON.stringify({ ...spec, deleting: true }));
+    const a = await noWrite(() => h.call("DELETE", `/api/depends?name=${name}`));
+    expect(a).toMatchObject({ status: 409, body: { reason: "InUse" } });
+    expect(a.body.message).toContain(`${g} (being deleted)`);
+    // Its instances gone (the group's own removal may still be waiting for something): not in use.
+    await h.putGroup(g, "ns-a", [{ podName: name, policy: "node" }], [], { only: "status" });
+    expect((await h.call("DELETE", `/api/depends?name=${name}`)).status).toBe(202);
+    expect((await stored(name))?.deleting).toEqual({ force: false });
+    await h.deleteGroup(g);
+  });
+
   it("marks an unused dependency for deletion; 404 for an unknown one; 400 for a bad force", async () => {
     const name = h.name("unused");
     await h.call("POST", "/api/depends", pod(name));

@@ -34,6 +34,8 @@ export interface HarnessOptions {
   refreshIntervalMs?: number;
   /** Run the real PodGroup controller too. */
   podGroups?: boolean;
+  /** The controllers' cluster spec (default: every test engine). */
+  cluster?: string;
 }
 
 export interface Answer {
@@ -45,7 +47,7 @@ export class Harness {
   readonly root = `/capstan-test/${uniqueName("dep")}/`;
   readonly layout = dependencyLayout(this.root);
   readonly store = new EtcdStore({ endpoints: services.etcdEndpoints });
-  readonly cluster = DockerCluster.fromSpec(services.cluster);
+  readonly cluster: DockerCluster;
   /** Dependency and group names made by this harness all start with this (cleanup finds them by it). */
   readonly namePrefix = uniqueName("dpt");
   readonly nodes = new Informer<NodeRecord>({ name: "test-nodes", source: this.store, prefix: `${this.root}nodes/`, decode: decodeNodeRecord });
@@ -55,7 +57,9 @@ export class Harness {
   private seq = 0;
   private terms = 0;
 
-  constructor(private readonly opts: HarnessOptions = {}) {}
+  constructor(private readonly opts: HarnessOptions = {}) {
+    this.cluster = DockerCluster.fromSpec(opts.cluster ?? services.cluster);
+  }
 
   name(tag: string): string {
     return `${this.namePrefix}-${tag}-${this.seq++}`;
