@@ -10,7 +10,9 @@
 // statuses informers; it never touches an engine. While the task is pending it looks again every
 // pollMs (cheap: in-memory reads). Before deleting, it waits for the statuses informer to reach the
 // store's current revision, so a move recorded a moment ago (its intent is written before the old
-// pod goes, so the cache may already miss the pod) is seen and keeps the task.
+// pod goes, so the cache may already miss the pod) is seen and keeps the task, and for every
+// PodGroup pass that started before the task existed to finish (passes.ts), so a pod such a pass
+// is still creating on `from` is in the cache, and keeps the task, before the decision.
 import type { ContainerCache } from "../../adapters/cluster/container-cache.ts";
 import type { Store } from "../../adapters/store/store.ts";
 import type { DriftTask } from "../../api/resources/task.ts";
@@ -19,6 +21,7 @@ import type { ReconcileContext, Result } from "../../runtime/result.ts";
 import { groupPending } from "./drift.ts";
 import { labelKeys } from "./naming.ts";
 import { classify } from "./observe.ts";
+import type { PassesInFlight } from "./passes.ts";
 import { unseenPods } from "./status.ts";
 import { readInternal, type Layout, type SpecEntry, type StatusEntry, type TaskEntry } from "./stored.ts";
 
@@ -28,10 +31,15 @@ export interface DriftTaskReconcilerOptions {
   specs: Informer<SpecEntry>;
   statuses: Informer<StatusEntry>;
   tasks: Informer<TaskEntry>;
+  /** The PodGroup reconciler's passes in flight. */
+  passes: PassesInFlight;
   layout: Layout;
   /** How often a pending task is looked at again (default 1 s). */
   pollMs?: number;
 }
+
+/** How soon a task whose older passes are still running is looked at again. */
+const passWaitMs = 200;
 
 export class DriftTaskReconciler {
   private readonly pollMs: number;
@@ -46,6 +54,9 @@ export class DriftTaskReconciler {
     const task = entry.task;
     if (this.pending(task).length > 0) return { requeueAfterMs: this.pollMs };
     await this.o.statuses.waitForRevision(await this.o.store.revision(), ctx.signal, 5_000);
+    // A pass that read the tasks before this one existed may be creating a pod on `from` that the
+    // cache does not show yet (passes.ts): decide once it has finished.
+    if (this.o.passes.startedBefore(entry.modRevision)) return { requeueAfterMs: passWaitMs };
     const left = this.pending(task);
     if (left.length > 0) return { requeueAfterMs: this.pollMs };
     const res = await this.o.store.delete(key, { expect: [{ key, target: "modRevision", equals: entry.modRevision }] });

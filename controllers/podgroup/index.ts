@@ -26,6 +26,7 @@ import type { Runnable } from "../../runtime/manager.ts";
 import { informerSource, type Source } from "../../runtime/source.ts";
 import { labelKeys } from "./naming.ts";
 import { NodeView } from "./nodes.ts";
+import { PassesInFlight } from "./passes.ts";
 import { DriftTaskReconciler } from "./drift-tasks.ts";
 import { PodGroupReconciler } from "./reconciler.ts";
 import { defaultRestartBackoff, type RestartBackoff } from "./restart.ts";
@@ -110,6 +111,7 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
     registry,
   });
   const nodes = new NodeView(opts.cluster, cache, clock);
+  const passes = new PassesInFlight();
   const reconciler = new PodGroupReconciler({
     store: opts.store,
     cluster: opts.cluster,
@@ -118,6 +120,7 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
     specs,
     statuses,
     tasks,
+    passes,
     secretMarker: (id) => markers.get(`${markers.prefix}${id}`),
     layout: keys,
     updateWaitMs,
@@ -154,7 +157,7 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
     registry,
   });
 
-  const drift = new DriftTaskReconciler({ store: opts.store, cache, specs, statuses, tasks, layout: keys });
+  const drift = new DriftTaskReconciler({ store: opts.store, cache, specs, statuses, tasks, passes, layout: keys });
   const driftController = new Controller({
     name: "podgroup-drift",
     reconcile: drift.reconcile,

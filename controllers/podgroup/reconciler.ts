@@ -63,6 +63,7 @@ import {
   type InstanceView,
   type PodCandidate,
 } from "./observe.ts";
+import type { PassesInFlight } from "./passes.ts";
 import { countExit, countFailure, type RestartBackoff } from "./restart.ts";
 import { secretsNotReady, type SecretMarkerEntry } from "./secret-marker.ts";
 import { buildStatus, sameStatus, unseenPods } from "./status.ts";
@@ -87,6 +88,8 @@ export interface ReconcilerOptions {
   specs: Informer<SpecEntry>;
   statuses: Informer<StatusEntry>;
   tasks: Informer<TaskEntry>;
+  /** Passes in flight, for the drift-task reconciler (passes.ts). */
+  passes: PassesInFlight;
   /** Secret-sync's marker of a container, by container id (from the markers informer). */
   secretMarker: (containerId: string) => SecretMarkerEntry | undefined;
   layout: Layout;
@@ -146,6 +149,17 @@ export class PodGroupReconciler {
     const o = this.o;
     const mem = this.memory.get(name) ?? { statusRevision: 0, specRevision: 0, nextFullRefreshAt: 0, refreshRequestedAt: undefined };
     this.memory.set(name, mem);
+    // Registered before the task list is read (passes.ts): the drift-task reconciler waits for it.
+    const end = o.passes.begin(o.tasks.cacheRevision());
+    try {
+      return await this.pass(name, mem, ctx);
+    } finally {
+      end();
+    }
+  };
+
+  private async pass(name: string, mem: GroupMemory, ctx: ReconcileContext): Promise<Result | void> {
+    const o = this.o;
     // R4: the caches must reflect our own last writes before we read them.
     const status = await this.readStatus(name, mem, ctx.signal);
     const specEntry = await this.readSpec(name, mem, ctx.signal);
@@ -173,7 +187,7 @@ export class PodGroupReconciler {
     }
     const pass = new Pass(this, name, specEntry?.spec, specEntry, status, mem, tasks, driftTasks(all), ctx);
     return pass.run();
-  };
+  }
 
   // ---- store access -------------------------------------------------------------------------
 
