@@ -124,8 +124,10 @@ export function createSecretsService(opts: SecretsServiceOptions): SecretsServic
     const q = parseAddressQuery(c);
     await authorize(token, q.app, true);
     const key = secretKey(q.app, q.proc, q.path);
-    const existed = (await store.get(key)) !== null;
-    if (existed) await store.delete(key);
+    // One round trip: "absent" is the compare, the delete the failure branch, so a failed compare
+    // means the record existed and is now deleted (no read before the write).
+    const { succeeded: absent } = await store.txn([{ key, target: "createRevision", equals: 0 }], [], [{ type: "delete", key }]);
+    const existed = !absent;
     log.info({ app: q.app, proc: q.proc, op: "delete", existed }, "secret deleted");
     return c.json({ app: q.app, proc: q.proc, path: q.path, deleted: existed });
   });
