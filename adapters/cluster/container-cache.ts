@@ -129,6 +129,8 @@ export class ContainerCache {
   private readonly nodeStates = new Map<string, NodeState>();
   /** Nodes that delivered a relist or were reported unreachable since start (sync condition). */
   private readonly heardFrom = new Set<string>();
+  /** Nodes that delivered a relist since start: what the cache holds of them was seen, not assumed. */
+  private readonly listed = new Set<string>();
   private nodeNames: string[] | undefined;
   private readonly listeners = new Set<ContainerListener>();
   private syncWaiters: (() => void)[] = [];
@@ -233,6 +235,14 @@ export class ContainerCache {
   /** The event stream's view of a node: undefined before it was heard from (I4). */
   nodeState(node: string): NodeState | undefined {
     return this.nodeStates.get(node);
+  }
+
+  /**
+   * Whether the node delivered a relist since start. A node unreachable ever since counts as heard
+   * from (the cache is synced) but not as listed: whatever runs there is unknown, not absent.
+   */
+  listedSinceStart(node: string): boolean {
+    return this.listed.has(node);
   }
 
   /** Listen to every change; returns the unregister function. Listeners run synchronously: keep them cheap. */
@@ -371,6 +381,7 @@ export class ContainerCache {
     switch (ev.type) {
       case "relist":
         this.applyRelist(ev.node, ev.containers);
+        this.listed.add(ev.node);
         this.markHeard(ev.node);
         return;
       case "node":
@@ -599,6 +610,7 @@ export class ContainerCache {
     this.tombstones.clear();
     this.nodeStates.clear();
     this.heardFrom.clear();
+    this.listed.clear();
   }
 }
 

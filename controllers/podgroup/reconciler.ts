@@ -920,8 +920,14 @@ class Pass {
     }
     const left = this.containers();
     const unreachable = [...new Set(left.map((c) => c.node).filter((n) => !this.reachable(n)))];
+    // A down node is waited for only if it may hold something of the group: a pod the last status
+    // places there (unseenPods), or anything at all when it has not been listed since start. A
+    // node that was listed and holds none of the group's containers has nothing to confirm.
+    const unseen = [...unseenPods(this.view, this.statusEntry?.status?.pods ?? [], (n) => this.reachable(n)).values()].map((p) => p.node);
     const allNodes = await this.o.nodes.get(this.signal);
-    const down = allNodes.filter((n) => !this.reachable(n.name)).map((n) => n.name);
+    const down = allNodes
+      .filter((n) => !this.reachable(n.name) && (unseen.includes(n.name) || !this.o.cache.listedSinceStart(n.name)))
+      .map((n) => n.name);
     if (left.some((c) => this.reachable(c.node)) || unreachable.length > 0 || down.length > 0) {
       if (unreachable.length > 0 || down.length > 0) {
         this.notes.push(`waiting for node ${[...new Set([...unreachable, ...down])].join(", ")} to confirm the removal`);
