@@ -21,11 +21,13 @@ import { Controller } from "../../runtime/controller.ts";
 import { Informer } from "../../runtime/informer.ts";
 import { silentLogger, type Logger } from "../../runtime/log.ts";
 import type { Runnable } from "../../runtime/manager.ts";
-import { informerSource, type Source } from "../../runtime/source.ts";
+import { informerSource } from "../../runtime/source.ts";
 import { labelKeys } from "./naming.ts";
-import { DependencyReconciler, type RestartBackoff } from "./reconciler.ts";
+import { restartBackoff, type RestartBackoff } from "../shared/backoff.ts";
+import { statusSource } from "../shared/status-records.ts";
+import { DependencyReconciler } from "./reconciler.ts";
 import { ReferenceIndex, referenceSource } from "./reference-index.ts";
-import { decodeGroupSpec, decodeGroupStatus, decodeSpec, decodeStatus, type StatusEntry } from "./stored.ts";
+import { decodeGroupSpec, decodeGroupStatus, decodeSpec, decodeStatus } from "./stored.ts";
 
 export interface DependencyControllerOptions {
   /** The FENCED store: every write of the controller must be refused once it is not the leader. */
@@ -76,10 +78,7 @@ export function createDependencyController(opts: DependencyControllerOptions): D
   if (!(gcMs >= 0)) throw new RangeError(`gcMs must be >= 0 (got ${gcMs})`);
   if (!(updateWaitMs >= 0)) throw new RangeError(`updateWaitMs must be >= 0 (got ${updateWaitMs})`);
   if (!(refreshIntervalMs > 0)) throw new RangeError(`refreshIntervalMs must be > 0 (got ${refreshIntervalMs})`);
-  const backoff: RestartBackoff = { initialMs: 1_000, maxMs: 300_000, resetAfterMs: 600_000, ...opts.restartBackoff };
-  if (!(backoff.initialMs > 0 && backoff.maxMs >= backoff.initialMs && backoff.resetAfterMs > 0)) {
-    throw new RangeError("restartBackoff needs 0 < initialMs <= maxMs and resetAfterMs > 0");
-  }
+  const backoff = restartBackoff(opts.restartBackoff);
 
   const common = { source: opts.store, clock, log, registry };
   const specs = new Informer({ name: "dependency-specs", prefix: layout.depends, decode: decodeSpec, ...common });
@@ -119,7 +118,8 @@ export function createDependencyController(opts: DependencyControllerOptions): D
     reconcile: reconciler.reconcile,
     watches: [
       informerSource(specs, (e) => [e.name]),
-      statusSource(statuses, (name) => reconciler.lastStatusRevision(name)),
+      // A status without a spec (an interrupted removal) must be finished too: initial list included.
+      statusSource(statuses, (name) => reconciler.lastStatusRevision(name), { name: "status:dependency-status", initialList: true }),
       referenceSource(references, groups, groupStatuses),
       cache.source(
         (c) => {
@@ -141,32 +141,5 @@ export function createDependencyController(opts: DependencyControllerOptions): D
     cache,
     controller,
     references,
-  };
-}
-
-/** Status changes made by anyone but this controller enqueue the dependency; our own echo does not. */
-function statusSource(statuses: Informer<StatusEntry>, ownRevision: (name: string) => number | undefined): Source {
-  let unregister: (() => void) | undefined;
-  const foreign = (e: StatusEntry) => e.modRevision !== ownRevision(e.name);
-  return {
-    name: "status:dependency-status",
-    start(enqueue) {
-      unregister?.();
-      unregister = statuses.addEventHandler({
-        // A status without a spec (an interrupted removal) must be finished too.
-        onAdd: (e, _key, meta) => {
-          if (meta.isInInitialList || foreign(e)) enqueue(e.name);
-        },
-        onUpdate: (_old, e) => {
-          if (foreign(e)) enqueue(e.name);
-        },
-        onDelete: (e) => enqueue(e.name),
-      });
-    },
-    stop() {
-      unregister?.();
-      unregister = undefined;
-    },
-    waitForSync: (signal, timeoutMs) => statuses.waitForSync(signal, timeoutMs),
   };
 }

@@ -22,17 +22,16 @@
 // format: its version comes from its label or name, its scope from its namespace label; the
 // controller upgrades it (replaces it with a current one, in the manner of a spec update).
 
+import { currentFormat, formatLabel } from "../shared/format.ts";
+
 export const labelKeys = {
   dependency: "io.capstan.dependency",
   namespace: "io.capstan.namespace",
   node: "io.capstan.node",
   version: "io.capstan.version",
   containerIndex: "io.capstan.container-index",
-  format: "io.capstan.format",
+  format: formatLabel,
 } as const;
-
-/** The data format containers are created with now (the PodGroup controller's too). */
-export const currentFormat = "2";
 
 /** One dependency pod's place: the node it runs on and the namespace it serves ("" = all). */
 export interface Slot {

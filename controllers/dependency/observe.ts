@@ -3,7 +3,8 @@
 // must go ("extras": duplicates, an older copy next to a current one, surplus container indexes).
 // Pure; the choice of the kept pod is deterministic, so two passes never fight over it.
 import type { CachedContainer } from "../../adapters/cluster/container-cache.ts";
-import { currentFormat, identify, slotKey, type DependencyIdentity } from "./naming.ts";
+import { currentFormat } from "../shared/format.ts";
+import { identify, slotKey, type DependencyIdentity } from "./naming.ts";
 
 export interface ObservedContainer {
   c: CachedContainer;

@@ -36,7 +36,6 @@ import PQueue from "p-queue";
 import type { CachedContainer, ContainerCache } from "../../adapters/cluster/container-cache.ts";
 import {
   ConflictError,
-  NotFoundError,
   matchesFilters,
   parsePlacementFilters,
   type Cluster,
@@ -44,14 +43,20 @@ import {
 } from "../../adapters/cluster/index.ts";
 import type { Store } from "../../adapters/store/store.ts";
 import type { DependencyLayout, DependencyPodStatus, DependencyState, DependencyStatus } from "../../api/resources/dependency.ts";
-import type { ContainerStatus } from "../../api/resources/podgroup.ts";
 import type { Clock } from "../../runtime/clock.ts";
 import { withDeadline } from "../../runtime/deadline.ts";
 import type { Informer } from "../../runtime/informer.ts";
 import type { Logger } from "../../runtime/log.ts";
 import type { ReconcileContext, Result } from "../../runtime/result.ts";
-import { filtersFor, killTimeoutOf, planContainer, restartDelayMs } from "./container-spec.ts";
-import { currentFormat, identify, labelKeys, parseSlotKey, type Slot } from "./naming.ts";
+import { restartDelayMs, type RestartBackoff } from "../shared/backoff.ts";
+import { inspectAll, stopAndRemove, sweepNode, type ContainerOpsContext } from "../shared/container-ops.ts";
+import { containerStatus, needsDetails, podContainersState } from "../shared/containers.ts";
+import { ForeignContainerError, StatusConflictError } from "../shared/errors.ts";
+import { currentFormat } from "../shared/format.ts";
+import { settleAll } from "../shared/settle.ts";
+import { readOwnStatus, writeStatusIfChanged } from "../shared/status-records.ts";
+import { filtersFor, killTimeoutOf, planContainer } from "./container-spec.ts";
+import { identify, labelKeys, parseSlotKey, type Slot } from "./naming.ts";
 import { classify, podComplete, podContainers, podRunning, podStale, slotContainers, type DependencyView, type Pod } from "./observe.ts";
 import type { ReferenceIndex } from "./reference-index.ts";
 import {
@@ -65,12 +70,6 @@ import {
   type StatusEntry,
   type StoredDependency,
 } from "./stored.ts";
-
-export interface RestartBackoff {
-  initialMs: number;
-  maxMs: number;
-  resetAfterMs: number;
-}
 
 export interface DependencyReconcilerOptions {
   store: Store;
@@ -91,16 +90,6 @@ export interface DependencyReconcilerOptions {
   random: () => number;
   clock: Clock;
   callTimeoutMs: number;
-}
-
-/** Someone else wrote the status between our read and our write: re-read and try again. */
-export class StatusConflictError extends Error {
-  override readonly name = "StatusConflictError";
-}
-
-/** A container of our name exists on the node but is not this pod's. */
-export class ForeignContainerError extends Error {
-  override readonly name = "ForeignContainerError";
 }
 
 interface Memory {
@@ -151,28 +140,16 @@ export class DependencyReconciler {
     return new Pass(this, name, specEntry, status, mem, ctx).run();
   };
 
-  private async readStatus(name: string, mem: Memory, signal: AbortSignal): Promise<StatusEntry | undefined> {
+  private readStatus(name: string, mem: Memory, signal: AbortSignal): Promise<StatusEntry | undefined> {
     const { statuses, layout, store } = this.o;
-    if (mem.statusRevision > statuses.cacheRevision()) {
-      try {
-        await statuses.waitForRevision(mem.statusRevision, signal, 5_000);
-      } catch (e) {
-        if (signal.aborted) throw e;
-        const kv = await store.get(layout.statusOf(name));
-        return kv ? decodeStatus(kv) : undefined;
-      }
-    }
-    return statuses.get(layout.statusOf(name));
+    return readOwnStatus({ statuses, store, key: layout.statusOf(name), ownRevision: mem.statusRevision, decode: decodeStatus, signal });
   }
 
   /** D5: compare-and-swap, only when changed. Returns the entry now stored. */
   async writeStatus(name: string, mem: Memory, prev: StatusEntry | undefined, next: DependencyStatus): Promise<StatusEntry> {
-    if (prev && sameStatus(prev.status, next)) return prev;
-    const key = this.o.layout.statusOf(name);
-    const res = await this.o.store.put(key, JSON.stringify(next), { expect: [{ key, target: "modRevision", equals: prev?.modRevision ?? 0 }] });
-    if (!res.succeeded) throw new StatusConflictError(`status of dependency ${name} changed since it was read; retrying`);
-    mem.statusRevision = res.revision;
-    return { name, status: next, modRevision: res.revision };
+    const { record, written } = await writeStatusIfChanged(this.o.store, this.o.layout.statusOf(name), prev, next);
+    if (written) mem.statusRevision = record.modRevision;
+    return record;
   }
 
   /** Delete spec and status in one transaction, each only if unchanged since read. */
@@ -298,22 +275,12 @@ class Pass {
 
   /** Runtime data is corrected from the engines: everything on a full refresh, else what is incomplete. */
   private async inspect(full: boolean): Promise<void> {
-    const { cache, cluster } = this.o;
     const todo = this.containers().filter((c) => this.r.reachable(c.node) && (full || needsDetails(c)));
-    const q = new PQueue({ concurrency: 8 });
-    await Promise.all(
-      todo.map((c) =>
-        q.add(async () => {
-          try {
-            cache.recordDetails(await cluster.inspect(c, { signal: this.signal }), c.generation);
-          } catch (e) {
-            if (e instanceof NotFoundError && e.resource === "container") cache.recordRemoved(c.node, c.id);
-            else if (this.signal.aborted) throw e;
-            else this.log.warn({ err: e, container: c.name }, "inspect failed");
-          }
-        }),
-      ),
-    );
+    await inspectAll(this.ops(), todo, 8);
+  }
+
+  private ops(): ContainerOpsContext {
+    return { cache: this.o.cache, cluster: this.o.cluster, signal: this.signal, log: this.log };
   }
 
   private observe(): void {
@@ -592,46 +559,13 @@ class Pass {
   }
 
   /** Stop (kill timeout; skipped when forced) and remove, with force so nothing is left behind. */
-  private async removeContainers(cs: CachedContainer[], killTimeout: number, force: boolean): Promise<void> {
-    const { cluster, cache } = this.o;
-    await settleAll(
-      cs.map(async (c) => {
-        if (!force && (c.state === "running" || c.state === "paused" || c.state === "restarting")) {
-          try {
-            await cluster.stop(c, { timeoutSeconds: killTimeout, signal: this.signal });
-          } catch (e) {
-            if (this.signal.aborted) throw e;
-            if (!(e instanceof NotFoundError)) this.log.warn({ err: e, container: c.name }, "stop failed; removing with force");
-          }
-        }
-        try {
-          await cluster.remove(c, { force: true, volumes: true, signal: this.signal });
-        } catch (e) {
-          if (!(e instanceof NotFoundError && e.resource === "container")) throw e;
-        }
-        cache.recordRemoved(c.node, c.id);
-        this.log.info({ container: c.name, node: c.node, force }, "dependency container removed");
-      }),
-    );
+  private removeContainers(cs: CachedContainer[], killTimeout: number, force: boolean): Promise<void> {
+    return stopAndRemove(this.ops(), cs, killTimeout, force);
   }
 
   /** List `node` for the dependency's containers (same label as the cache's) and force-remove those `match` selects. */
-  private async sweep(node: string, match: (id: ReturnType<typeof identify>) => boolean): Promise<number> {
-    const { cluster, cache } = this.o;
-    const found = await cluster.listContainers(node, { all: true, filters: { label: [`${labelKeys.dependency}=${this.name}`] }, signal: this.signal });
-    let removed = 0;
-    for (const c of found) {
-      if (!match(identify(c, this.name))) continue;
-      try {
-        await cluster.remove(c, { force: true, volumes: true, signal: this.signal });
-      } catch (e) {
-        if (!(e instanceof NotFoundError && e.resource === "container")) throw e;
-      }
-      cache.recordRemoved(c.node, c.id);
-      removed++;
-      this.log.info({ container: c.name, node: c.node }, "leftover dependency container removed");
-    }
-    return removed;
+  private sweep(node: string, match: (id: ReturnType<typeof identify>) => boolean): Promise<number> {
+    return sweepNode(this.ops(), node, `${labelKeys.dependency}=${this.name}`, (c) => match(identify(c, this.name)));
   }
 
   // ---- removal of the whole dependency (RemoveSpec) --------------------------------------------
@@ -698,7 +632,7 @@ class Pass {
       } else if (!kept) {
         state = m.lastError ? "failed" : "missing";
       } else {
-        state = podState(kept);
+        state = podContainersState(podContainers(kept).map((o) => o.c));
         if (state === "running" && kept.version === version) lastError = "";
       }
       const p: DependencyPodStatus = {
@@ -711,7 +645,7 @@ class Pass {
         version: kept?.version ?? version,
         restartCount: m.restarts,
         lastError,
-        containers: kept ? podContainers(kept).map((o) => this.containerStatus(o.c, o.id.format)) : [],
+        containers: kept ? podContainers(kept).map((o) => containerStatus(o.c, this.r.address(o.c.node), o.id.format)) : [],
       };
       if (rec.refCount === 0 && !removing) p.reclaimAt = new Date(this.reclaimAt(rec)).toISOString();
       pods.push(p);
@@ -739,50 +673,8 @@ class Pass {
     return status;
   }
 
-  private containerStatus(c: CachedContainer, format: string): ContainerStatus {
-    const s: ContainerStatus = { id: c.id, name: c.name, node: c.node, nodeIp: this.r.address(c.node), ip: c.ip ?? "", status: c.state };
-    const port = c.ports.find((p) => p.hostPort !== undefined);
-    if (port) {
-      s.containerPort = port.containerPort;
-      s.hostPort = port.hostPort;
-    }
-    if (c.state !== "running" && c.exitCode !== undefined) s.exitCode = c.exitCode;
-    if (c.startedAt !== undefined) s.startedAt = new Date(c.startedAt).toISOString();
-    if (format !== currentFormat) s.format = format;
-    return s;
-  }
-
   private result(): Result {
     const at = Math.min(...this.wakeups);
     return { requeueAfterMs: Math.max(asap, Math.ceil(at - this.o.now())) };
   }
-}
-
-function podState(p: Pod): DependencyPodStatus["state"] {
-  const cs = podContainers(p).map((o) => o.c);
-  if (cs.every((c) => c.state === "running")) return "running";
-  if (cs.some((c) => c.state === "paused" || c.state === "dead" || (c.state === "exited" && c.exitCode !== 0))) return "failed";
-  if (cs.some((c) => c.state === "exited")) return "exited";
-  return "pending";
-}
-
-/** Whether two statuses say the same thing (updatedAt aside): no write when nothing changed. */
-export function sameStatus(a: DependencyStatus | undefined, b: DependencyStatus): boolean {
-  if (!a) return false;
-  return JSON.stringify({ ...a, updatedAt: "" }) === JSON.stringify({ ...b, updatedAt: "" });
-}
-
-/** Data an inspect still has to fill in for this container. */
-function needsDetails(c: CachedContainer): boolean {
-  if (c.limits === undefined || c.ip === undefined) return true;
-  if (c.state === "running") return c.startedAt === undefined;
-  if (c.state === "exited" || c.state === "dead") return c.exitCode === undefined || c.finishedAt === undefined;
-  return false;
-}
-
-/** Wait for every promise; then rethrow the first failure (nothing is left running behind us). */
-async function settleAll(ps: Promise<unknown>[]): Promise<void> {
-  const results = await Promise.allSettled(ps);
-  const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
-  if (failed) throw failed.reason;
 }

@@ -7,17 +7,9 @@
 import { z } from "zod";
 import { DependencySpec, type DependencyPodStatus, type DependencyStatus } from "../../api/resources/dependency.ts";
 import { decodePodDependencies } from "../shared/pod-dependencies.ts";
+import { decodeSpecRecord, lastSegment, type KeyValueRecord, type SpecRecord } from "../shared/spec-records.ts";
+import { decodeStatusRecord, type StatusRecord } from "../shared/status-records.ts";
 import type { DependencyEntry, DependencyPolicy, GroupReferenceInput, ReferencingPod } from "./references.ts";
-
-function lastSegment(key: string): string {
-  return key.slice(key.lastIndexOf("/") + 1);
-}
-
-interface Kv {
-  key: string;
-  value: string;
-  modRevision: number;
-}
 
 /** The stored form (StoredDependency of api/resources/dependency.ts); unknown top-level keys are ignored. */
 export const StoredDependencySchema = z.object({
@@ -29,46 +21,16 @@ export const StoredDependencySchema = z.object({
 });
 export type StoredDependency = z.infer<typeof StoredDependencySchema>;
 
-export interface SpecEntry {
-  name: string;
-  spec: StoredDependency | undefined;
-  invalid?: string;
-  modRevision: number;
+export type SpecEntry = SpecRecord<StoredDependency>;
+
+export function decodeSpec(kv: KeyValueRecord): SpecEntry {
+  return decodeSpecRecord(kv, StoredDependencySchema);
 }
 
-export function decodeSpec(kv: Kv): SpecEntry {
-  const name = lastSegment(kv.key);
-  let json: unknown;
-  try {
-    json = JSON.parse(kv.value);
-  } catch (e) {
-    return { name, spec: undefined, invalid: `not JSON: ${(e as Error).message}`, modRevision: kv.modRevision };
-  }
-  const parsed = StoredDependencySchema.safeParse(json);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    return { name, spec: undefined, invalid: `${issue?.path.join(".") || "value"}: ${issue?.message}`, modRevision: kv.modRevision };
-  }
-  if (parsed.data.name !== name) return { name, spec: undefined, invalid: `stored name ${parsed.data.name} differs from its key`, modRevision: kv.modRevision };
-  return { name, spec: parsed.data, modRevision: kv.modRevision };
-}
+export type StatusEntry = StatusRecord<DependencyStatus>;
 
-export interface StatusEntry {
-  name: string;
-  status: DependencyStatus | undefined;
-  modRevision: number;
-}
-
-export function decodeStatus(kv: Kv): StatusEntry {
-  const name = lastSegment(kv.key);
-  let status: DependencyStatus | undefined;
-  try {
-    const v = JSON.parse(kv.value) as Partial<DependencyStatus> | null;
-    if (v && typeof v === "object" && typeof v.state === "string" && Array.isArray(v.pods)) status = v as DependencyStatus;
-  } catch {
-    status = undefined;
-  }
-  return { name, status, modRevision: kv.modRevision };
+export function decodeStatus(kv: KeyValueRecord): StatusEntry {
+  return decodeStatusRecord<DependencyStatus>(kv);
 }
 
 // ---- PodGroup records, as far as references need them ------------------------------------------
@@ -89,7 +51,7 @@ export interface GroupStatusEntry {
 const policyOf = (p: unknown): DependencyPolicy | undefined =>
   p === "node" || p === 1 ? "node" : p === "namespace" || p === 0 ? "namespace" : undefined;
 
-export function decodeGroupSpec(kv: Kv): GroupSpecEntry {
+export function decodeGroupSpec(kv: KeyValueRecord): GroupSpecEntry {
   const name = lastSegment(kv.key);
   let dependencies: DependencyEntry[] = [];
   let namespace = "";
@@ -116,7 +78,7 @@ function dependencyList(deps: unknown): DependencyEntry[] | undefined {
   return out;
 }
 
-export function decodeGroupStatus(kv: Kv): GroupStatusEntry {
+export function decodeGroupStatus(kv: KeyValueRecord): GroupStatusEntry {
   const name = lastSegment(kv.key);
   const pods: GroupStatusEntry["pods"] = [];
   try {

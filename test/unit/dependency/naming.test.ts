@@ -2,8 +2,8 @@
 // name (review finding 8: dep.v1-n1-c1 was both container 1 of the node-level pod and container 0
 // of the pod for namespace "c1").
 import { describe, expect, it } from "vitest";
-import { volumeBind } from "../../../controllers/dependency/container-spec.ts";
 import { containerName, volumeOwner } from "../../../controllers/dependency/naming.ts";
+import { volumeBind } from "../../../controllers/shared/volumes.ts";
 
 describe("dependency container names", () => {
   it("tells the node-level pod's 2nd container from a namespace-level pod for a namespace named like an index", () => {
@@ -36,7 +36,7 @@ describe("dependency container names", () => {
 
   it("scopes volumes the same unambiguous way", () => {
     expect(volumeOwner("dep", "", 1)).not.toBe(volumeOwner("dep", "c1", 0));
-    expect(volumeBind("dep", "c1", 0, "cache:/var/c")).toBe("dep.Nc1.cache:/var/c");
-    expect(volumeBind("dep", "", 1, "cache:/var/c")).toBe("dep.C1.cache:/var/c");
+    expect(volumeBind(volumeOwner("dep", "c1", 0), "cache:/var/c")).toBe("dep.Nc1.cache:/var/c");
+    expect(volumeBind(volumeOwner("dep", "", 1), "cache:/var/c")).toBe("dep.C1.cache:/var/c");
   });
 });
