@@ -128,7 +128,9 @@ export class Harness {
   async cleanup(): Promise<void> {
     await this.stopControllers();
     await this.nodes.stop();
-    const all = await this.cluster.listContainers(undefined, { all: true });
+    // Node by node: an engine another test file is restarting must not fail this file's cleanup.
+    const lists = await Promise.all(this.cluster.nodeNames.map((n) => this.cluster.listContainers(n, { all: true }).catch(() => [])));
+    const all = lists.flat();
     const mine = all.filter((c) => c.name.startsWith(this.namePrefix) || (c.labels[labelKeys.dependency] ?? "").startsWith(this.namePrefix));
     await Promise.all(mine.map((c) => this.cluster.remove(c, { force: true, volumes: true }).catch(() => undefined)));
     await this.store.deletePrefix(this.root);

@@ -30,9 +30,15 @@ class EngineProxy {
     rmSync(this.path, { force: true });
     const server = createServer((client) => {
       const upstream = createConnection(this.target);
-      for (const s of [client, upstream]) {
+      const pair = [client, upstream];
+      for (const s of pair) {
         this.sockets.add(s);
-        s.on("close", () => this.sockets.delete(s));
+        // One side gone (engine n2 restarted by another test file, or stop()): end the other too,
+        // so the client sees a closed connection at once, not a silent one.
+        s.on("close", () => {
+          this.sockets.delete(s);
+          for (const other of pair) other.destroy();
+        });
         s.on("error", () => undefined);
       }
       client.pipe(upstream).pipe(client);
