@@ -50,7 +50,7 @@ import type { Logger } from "../../runtime/log.ts";
 import type { ReconcileContext, Result } from "../../runtime/result.ts";
 import { restartDelayMs, type RestartBackoff } from "../shared/backoff.ts";
 import { inspectAll, stopAndRemove, sweepNode, type ContainerOpsContext } from "../shared/container-ops.ts";
-import { containerStatus, needsDetails, podContainersState } from "../shared/containers.ts";
+import { containerStatus, needsDetails, pausedError, podContainersState, stoppedPod } from "../shared/containers.ts";
 import { ForeignContainerError, StatusConflictError } from "../shared/errors.ts";
 import { currentFormat } from "../shared/format.ts";
 import { settleAll } from "../shared/settle.ts";
@@ -457,19 +457,17 @@ class Pass {
       }
       return;
     }
-    const cs = podContainers(kept).map((o) => o.c);
-    if (cs.some((c) => c.state === "restarting" || c.state === "removing")) {
+    const { blocked, lastStopped: last } = stoppedPod(podContainers(kept).map((o) => o.c));
+    if (blocked === "busy") {
       this.wakeAt(this.now + 1_000); // the engine is busy with it
       return;
     }
-    if (cs.some((c) => c.state === "paused")) {
-      this.setSlotMemory(key, { ...m, lastError: "paused behind Capstan's back; unpause it (docker unpause)" });
+    if (blocked === "paused") {
+      this.setSlotMemory(key, { ...m, lastError: pausedError });
       return;
     }
     // Dead or exited: restarted, always (a dependency has no restart policy), with back-off.
-    const stopped = cs.filter((c) => c.state === "exited" || c.state === "dead");
-    if (stopped.length > 0) {
-      const last = stopped.reduce((a, b) => ((a.finishedAt ?? 0) >= (b.finishedAt ?? 0) ? a : b));
+    if (last) {
       const exitKey = `${last.id}#${m.restarts}`;
       if (m.lastExit !== exitKey) {
         const ran = last.startedAt !== undefined && last.finishedAt !== undefined ? last.finishedAt - last.startedAt : 0;
@@ -486,8 +484,8 @@ class Pass {
     }
     try {
       await this.startContainers(kept);
-      this.setSlotMemory(key, { ...m, restarts: m.restarts + (stopped.length > 0 ? 1 : 0) });
-      if (stopped.length > 0) this.log.info({ slot: key, restarts: m.restarts + 1 }, "dependency pod restarted");
+      this.setSlotMemory(key, { ...m, restarts: m.restarts + (last ? 1 : 0) });
+      if (last) this.log.info({ slot: key, restarts: m.restarts + 1 }, "dependency pod restarted");
     } catch (e) {
       if (this.signal.aborted) throw e;
       this.fail(key, `cannot start: ${(e as Error).message}`, "start");

@@ -35,3 +35,19 @@ export function podContainersState(cs: readonly CachedContainer[]): PodContainer
   if (cs.some((c) => c.state === "exited")) return "exited";
   return "pending";
 }
+
+/** The lastError of a pod with a container paused behind Capstan's back (never unpaused for the user). */
+export const pausedError = "paused behind Capstan's back; unpause it (docker unpause)";
+
+/**
+ * Why a pod that is not running cannot be (re)started now, if so: "busy" (the engine is restarting
+ * or removing a container: look again in a second) or "paused" (pausedError); and its most recently
+ * stopped (exited or dead) container, whose exit a restart back-off counts.
+ */
+export function stoppedPod(cs: readonly CachedContainer[]): { blocked?: "busy" | "paused"; lastStopped?: CachedContainer } {
+  if (cs.some((c) => c.state === "restarting" || c.state === "removing")) return { blocked: "busy" };
+  if (cs.some((c) => c.state === "paused")) return { blocked: "paused" };
+  const stopped = cs.filter((c) => c.state === "exited" || c.state === "dead");
+  if (stopped.length === 0) return {};
+  return { lastStopped: stopped.reduce((a, b) => ((a.finishedAt ?? 0) >= (b.finishedAt ?? 0) ? a : b)) };
+}

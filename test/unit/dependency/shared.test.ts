@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { CachedContainer } from "../../../adapters/cluster/container-cache.ts";
 import { restartBackoff, restartDelayMs } from "../../../controllers/shared/backoff.ts";
-import { containerStatus, needsDetails, podContainersState } from "../../../controllers/shared/containers.ts";
+import { containerStatus, needsDetails, podContainersState, stoppedPod } from "../../../controllers/shared/containers.ts";
 import { currentFormat } from "../../../controllers/shared/format.ts";
 import { settleAll } from "../../../controllers/shared/settle.ts";
 import { decodeSpecRecord } from "../../../controllers/shared/spec-records.ts";
@@ -42,6 +42,12 @@ describe("controllers/shared", () => {
     expect(podContainersState([full, container({ state: "exited", exitCode: 0 })])).toBe("exited");
     expect(podContainersState([full, container({ state: "exited", exitCode: 2 })])).toBe("failed");
     expect(podContainersState([container({ state: "created" })])).toBe("pending");
+    const early = container({ id: "a", state: "exited", finishedAt: 1 });
+    const late = container({ id: "b", state: "dead", finishedAt: 2 });
+    expect(stoppedPod([early, late, full]).lastStopped?.id).toBe("b");
+    expect(stoppedPod([early, container({ state: "removing" })])).toEqual({ blocked: "busy" });
+    expect(stoppedPod([early, container({ state: "paused" })])).toEqual({ blocked: "paused" });
+    expect(stoppedPod([full])).toEqual({});
   });
 
   it("settleAll waits for every promise before it rethrows the first failure", async () => {
