@@ -104,8 +104,6 @@ const nodesTtlMs = 30_000;
 export class DependencyReconciler {
   private readonly memory = new Map<string, Memory>();
   private nodesCache: { at: number; nodes: NodeResources[] } | undefined;
-  /** Nodes whose event stream was up at some point since start (D6). */
-  private readonly heard = new Set<string>();
 
   constructor(readonly o: DependencyReconcilerOptions) {}
 
@@ -187,27 +185,12 @@ export class DependencyReconciler {
 
   /** Whether the node's event stream is up, so that its containers in the cache are current. */
   reachable(node: string): boolean {
-    const ready = this.o.cache.nodeState(node) === "ready";
-    if (ready) this.heard.add(node);
-    return ready;
-  }
-
-  /**
-   * Note which nodes are up now (D6), so a node that dies later counts as heard from. Node
-   * resources are reused for nodesTtlMs, so this costs an engine call only that often; a failed
-   * listing notes nothing (the removal then waits for more nodes, never for fewer).
-   */
-  async noteNodes(signal: AbortSignal): Promise<void> {
-    try {
-      for (const n of await this.nodes(signal)) this.reachable(n.name);
-    } catch (e) {
-      if (signal.aborted) throw e;
-    }
+    return this.o.cache.nodeState(node) === "ready";
   }
 
   /** Whether the cache has had the node's container list since this process started (D6). */
   heardFrom(node: string): boolean {
-    return this.heard.has(node) || this.reachable(node);
+    return this.o.cache.listedSinceStart(node);
   }
 
   forget(name: string): void {
@@ -248,7 +231,6 @@ class Pass {
   }
 
   async run(): Promise<Result | void> {
-    await this.r.noteNodes(this.signal);
     const full = this.fullRefreshDue();
     await this.inspect(full);
     this.observe();
