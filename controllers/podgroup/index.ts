@@ -25,6 +25,7 @@ import { silentLogger, type Logger } from "../../runtime/log.ts";
 import type { Runnable } from "../../runtime/manager.ts";
 import { informerSource, type Source } from "../../runtime/source.ts";
 import { labelKeys } from "./naming.ts";
+import { DependencyReservations, dependencyLabel } from "./dependency-reservations.ts";
 import { NodeView } from "./nodes.ts";
 import { PassesInFlight } from "./passes.ts";
 import { DriftTaskReconciler } from "./drift-tasks.ts";
@@ -61,7 +62,7 @@ export interface PodGroupControllerOptions {
 export interface PodGroupController {
   /** Add each with manager.addInformer(): podgroups, podgroup-status, tasks, Secret-sync markers. */
   informers: Informer<unknown>[];
-  /** Add each with manager.add(): the container cache, then the controllers. */
+  /** Add each with manager.add(): the container caches (PodGroup pods, dependency pods), then the controllers. */
   runnables: Runnable[];
   /** The container watch cache (also a Runnable in `runnables`), for tests and other readers. */
   cache: ContainerCache;
@@ -110,6 +111,16 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
     log,
     registry,
   });
+  // Dependency pods, only for their reservations in placement (dependency-reservations.ts).
+  const dependencyCache = new ContainerCache({
+    cluster: opts.cluster,
+    name: "podgroup-dependency-containers",
+    labelFilter: [dependencyLabel],
+    indexLabels: [dependencyLabel],
+    clock,
+    log,
+    registry,
+  });
   const nodes = new NodeView(opts.cluster, cache, clock);
   const passes = new PassesInFlight();
   const reconciler = new PodGroupReconciler({
@@ -121,6 +132,7 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
     statuses,
     tasks,
     passes,
+    dependencyReservations: new DependencyReservations(dependencyCache, opts.cluster, log),
     secretMarker: (id) => markers.get(`${markers.prefix}${id}`),
     layout: keys,
     updateWaitMs,
@@ -171,7 +183,7 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
 
   return {
     informers: [specs, statuses, tasks, markers] as Informer<unknown>[],
-    runnables: [cache, controller, driftController],
+    runnables: [cache, dependencyCache, controller, driftController],
     cache,
     controller,
     driftController,

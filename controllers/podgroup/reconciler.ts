@@ -50,6 +50,7 @@ import type { Informer } from "../../runtime/informer.ts";
 import type { Logger } from "../../runtime/log.ts";
 import type { ReconcileContext, Result } from "../../runtime/result.ts";
 import { killTimeoutOf, planContainer, podRequest } from "./container-spec.ts";
+import type { DependencyReservations } from "./dependency-reservations.ts";
 import { cordoned, driftTasks, newMoves, tasksForGroup } from "./drift.ts";
 import { containerName, identify, labelKeys, currentFormat } from "./naming.ts";
 import { reservationsOf, type NodeView } from "./nodes.ts";
@@ -88,6 +89,8 @@ export interface ReconcilerOptions {
   specs: Informer<SpecEntry>;
   statuses: Informer<StatusEntry>;
   tasks: Informer<TaskEntry>;
+  /** Memory and CPU held by dependency pods, for placement. */
+  dependencyReservations: Pick<DependencyReservations, "list">;
   /** Passes in flight, for the drift-task reconciler (passes.ts). */
   passes: PassesInFlight;
   /** Secret-sync's marker of a container, by container id (from the markers informer). */
@@ -688,7 +691,8 @@ class Pass {
     }
     const cordon = cordoned(tasksForGroup(spec, this.drifts));
     const nodes = await this.o.nodes.get(this.signal);
-    const capacity = freeCapacity(nodes, reservationsOf(this.o.cache.list()));
+    // Dependency pods hold memory and CPU on the nodes too (the API's feasibility counts them).
+    const capacity = freeCapacity(nodes, [...reservationsOf(this.o.cache.list()), ...(await this.o.dependencyReservations.list(this.signal))]);
     const request = podRequest(spec.pod);
     const groupCounts: Record<string, number> = {};
     for (const v of this.view.instances.values()) {
