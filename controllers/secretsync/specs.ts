@@ -43,14 +43,3 @@ export function appOf(proc: string): string {
   const i = proc.indexOf(".");
   return i < 0 ? proc : proc.slice(0, i);
 }
-
-/**
- * The proc a secret key belongs to: /platform/secrets/<app>/<proc>/<encoded path>. Keys under
- * _sys/ (keycheck, root token hash, config) and malformed keys name none.
- */
-export function procOfSecretKey(prefix: string, key: string): string | undefined {
-  if (!key.startsWith(prefix)) return undefined;
-  const parts = key.slice(prefix.length).split("/");
-  if (parts.length < 3 || parts[0] === "_sys" || !parts[0] || !parts[1]) return undefined;
-  return parts[1];
-}

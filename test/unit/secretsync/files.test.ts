@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { planInstall, resolveSecretPath } from "../../../controllers/secretsync/files.ts";
 import { decodeMarker, digestOf, markerCovers, markerHasError } from "../../../controllers/secretsync/marker.ts";
-import { appOf, decodeSpec, listsSecrets, procOfSecretKey } from "../../../controllers/secretsync/specs.ts";
+import { appOf, decodeSpec, listsSecrets } from "../../../controllers/secretsync/specs.ts";
 import type { SecretFileRecord } from "../../../controllers/secretsync/vault.ts";
 
 const rec = (path: string, content: string, mode = "400"): [string, SecretFileRecord] => [path, { path, content, mode }];
@@ -110,13 +110,7 @@ describe("specs and secret keys", () => {
     expect(decodeSpec({ key, value: JSON.stringify({ name: "other", pod: { containers: [] } }) }).secretFiles).toBeUndefined();
   });
 
-  it("maps a secret key to its proc; _sys keys to none", () => {
-    const p = "/platform/secrets/";
-    expect(procOfSecretKey(p, `${p}shop/shop.web.web/config.yaml`)).toBe("shop.web.web");
-    expect(procOfSecretKey(p, `${p}shop/shop.web.web/${encodeURIComponent("/etc/a/b")}`)).toBe("shop.web.web");
-    expect(procOfSecretKey(p, `${p}_sys/keycheck`)).toBeUndefined();
-    expect(procOfSecretKey(p, `${p}shop`)).toBeUndefined();
-    expect(procOfSecretKey(p, "/elsewhere/shop/shop.web.web/x")).toBeUndefined();
+  it("names the app of a proc by its first dot segment", () => {
     expect(appOf("shop.web.web")).toBe("shop");
     expect(appOf("plain")).toBe("plain");
   });
