@@ -138,6 +138,12 @@ export interface PodStatus {
   version: number;
   node: string;
   containers: ContainerStatus[];
+  /**
+   * The pod.dependencies of the version this pod runs (its containers' io.capstan.dependencies
+   * label); absent when unknown (a container of an older format). The Dependency controller
+   * counts references from it.
+   */
+  dependencies?: { podName: string; policy: "namespace" | "node" }[];
 }
 
 /**

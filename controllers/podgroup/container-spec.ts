@@ -10,10 +10,13 @@
 //   StatefulSet's claims do. `docker volume rm` frees it.
 // - systemVolumes are host binds, passed verbatim.
 // - restart policy "no": the controller restarts containers itself, with back-off and counting.
+// - every container is labelled io.capstan.dependencies with its version's pod.dependencies
+//   (controllers/shared/pod-dependencies.ts).
 // - env gets CAPSTAN_PODGROUP, CAPSTAN_POD_NAME, CAPSTAN_POD_NAMESPACE, CAPSTAN_INSTANCE_NO.
 import { createHash } from "node:crypto";
 import { patchEnv, type CreateSpec, type ResourceRequest } from "../../adapters/cluster/index.ts";
 import type { ContainerSpec, PodSpec } from "../../api/resources/podgroup.ts";
+import { encodePodDependencies, podDependenciesLabel } from "../shared/pod-dependencies.ts";
 import { containerLabels, containerName } from "./naming.ts";
 import type { StoredPodGroup } from "./stored.ts";
 
@@ -81,7 +84,9 @@ export function planContainer(group: StoredPodGroup, instance: number, index: nu
   const spec: CreateSpec = {
     image: c.image,
     env,
-    labels: containerLabels({ ...ref, namespace: group.namespace }),
+    // The dependency list of the version this container runs: the Dependency controller counts
+    // references from it (through the status), not from the group's current spec.
+    labels: { ...containerLabels({ ...ref, namespace: group.namespace }), [podDependenciesLabel]: encodePodDependencies(pod.dependencies ?? []) },
     restartPolicy: { name: "no" },
     stopTimeoutSeconds: killTimeoutOf(pod),
   };

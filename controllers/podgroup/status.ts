@@ -13,6 +13,7 @@
 // unreachable so that their state is unknown), running.
 import type { ContainerStatus, GroupState, PodGroupStatus, PodState, PodStatus } from "../../api/resources/podgroup.ts";
 import type { CachedContainer } from "../../adapters/cluster/container-cache.ts";
+import { decodePodDependencies, podDependenciesLabel, type PodDependency } from "../shared/pod-dependencies.ts";
 import { currentFormat } from "./naming.ts";
 import { podContainers, type GroupView, type PodCandidate } from "./observe.ts";
 import type { Internal, StoredPodGroup } from "./stored.ts";
@@ -110,7 +111,7 @@ export function buildStatus(i: StatusInput): PodGroupStatus {
       if (state === "running" && i.internal.rollout?.instance === instance) state = "upgrading";
       if (state === "running" && kept.version === version) lastError = "";
     }
-    pods.push({
+    const pod: PodStatus = {
       instanceNo: instance,
       state,
       lastError,
@@ -119,7 +120,10 @@ export function buildStatus(i: StatusInput): PodGroupStatus {
       version: kept?.version ?? version,
       node: kept?.node ?? rec?.node ?? "",
       containers,
-    });
+    };
+    const dependencies = kept && runsWith(kept);
+    if (dependencies) pod.dependencies = dependencies;
+    pods.push(pod);
   }
 
   const current = pods.filter((p) => p.instanceNo < n);
@@ -146,6 +150,16 @@ export function buildStatus(i: StatusInput): PodGroupStatus {
   const internal = pruneInternal(i.internal, n, i.view);
   if (internal.rollout || Object.keys(internal.instances).length > 0) status.internal = internal as unknown as Record<string, unknown>;
   return status;
+}
+
+/**
+ * The dependency list the pod runs with, from its first container's label; undefined for a
+ * container without the label (older format) or with a malformed one: then the Dependency
+ * controller falls back to the spec history rather than trust it.
+ */
+function runsWith(p: PodCandidate): PodDependency[] | undefined {
+  const value = p.containers.get(0)?.c.labels[podDependenciesLabel];
+  return value === undefined ? undefined : decodePodDependencies(value);
 }
 
 /**

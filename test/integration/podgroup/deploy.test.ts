@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ContainerEvent } from "../../../adapters/cluster/index.ts";
 import { planContainer } from "../../../controllers/podgroup/container-spec.ts";
 import { containerLabels, labelKeys } from "../../../controllers/podgroup/naming.ts";
+import { podDependenciesLabel } from "../../../controllers/shared/pod-dependencies.ts";
 import { groupSpec, Harness, serve, services } from "./harness.ts";
 
 const h = new Harness();
@@ -19,7 +20,8 @@ afterAll(async () => {
 describe("deploy", () => {
   it("deploys a fresh group: named, labelled, networking off, spread over both nodes, status from the engines", async () => {
     const name = h.name("fresh");
-    await h.put(groupSpec(name, { numInstances: 2, container: { env: ["A=1"], memoryLimit: 64 << 20, cpuLimit: 0.25 } }));
+    const dependencies = [{ podName: h.name("db"), policy: "node" as const }];
+    await h.put(groupSpec(name, { numInstances: 2, container: { env: ["A=1"], memoryLimit: 64 << 20, cpuLimit: 0.25 }, pod: { dependencies } }));
     const actual = await h.converged(name, 2, 1);
 
     expect(actual.map((a) => a.c.name)).toEqual([`${name}.v1-i0-d0`, `${name}.v1-i1-d0`]);
@@ -27,6 +29,7 @@ describe("deploy", () => {
     const d = await h.cluster.inspect(actual[1]!.c);
     expect(d.labels).toMatchObject(containerLabels({ group: name, namespace: "capstan-test", instance: 1, version: 1, drift: 0, index: 0 }));
     expect(d.labels[labelKeys.format]).toBe("2");
+    expect(d.labels[podDependenciesLabel]).toBe(`${dependencies[0]!.podName}:node`);
     expect(d.env).toEqual(expect.arrayContaining(["A=1", "CAPSTAN_INSTANCE_NO=1", `CAPSTAN_PODGROUP=${name}`]));
     expect(d.network.networkMode).toBe("none");
     expect(d.restartPolicy.name).toBe("no");
@@ -40,6 +43,8 @@ describe("deploy", () => {
     );
     expect(s.pods[0]!.containers[0]).toMatchObject({ status: "running", nodeIp: "127.0.0.1", name: `${name}.v1-i0-d0` });
     expect(s.pods[0]!.containers[0]!.startedAt).toMatch(/^\d{4}-/);
+    // The list each pod runs with, read back from its container's label.
+    expect(s.pods.map((p) => p.dependencies)).toEqual([dependencies, dependencies]);
   });
 
   it("adopts containers that already exist for an instance instead of creating duplicates", async () => {

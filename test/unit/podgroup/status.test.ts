@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { classify } from "../../../controllers/podgroup/observe.ts";
 import { buildStatus, sameStatus, type StatusInput } from "../../../controllers/podgroup/status.ts";
 import type { CachedContainer } from "../../../adapters/cluster/container-cache.ts";
+import { podDependenciesLabel } from "../../../controllers/shared/pod-dependencies.ts";
 import { cached, stored } from "./fixtures.ts";
 
 function input(containers: CachedContainer[], over: Partial<StatusInput> = {}): StatusInput {
@@ -96,6 +97,28 @@ describe("buildStatus", () => {
     expect(s.pods[0]!.containers[0]!.format).toBe("1");
     expect(s.pods[1]!.containers[0]!.format).toBeUndefined();
     expect(s).toMatchObject({ state: "failed", lastError: "update to version 1 halted at instance 1: x exited" });
+  });
+
+  it("each pod reports the dependency list its containers carry; absent without a readable label; kept while its node is down", () => {
+    const labelled = (instance: number, value: string, node = "n1") => {
+      const c = cached({ instance, node });
+      return { ...c, labels: { ...c.labels, [podDependenciesLabel]: value } };
+    };
+    const spec = stored({ numInstances: 4 });
+    const s = buildStatus(input([labelled(0, "db:node,cache:namespace", "down"), cached({ instance: 1 }), labelled(2, "db:bogus"), labelled(3, "")], { spec }));
+    expect(s.pods.map((p) => p.dependencies)).toEqual([
+      [
+        { podName: "db", policy: "node" },
+        { podName: "cache", policy: "namespace" },
+      ],
+      undefined,
+      undefined,
+      [],
+    ]);
+    expect(s.pods[1]).not.toHaveProperty("dependencies");
+    // The cache forgets the unreachable node (a restart during the outage): the last status stands.
+    const t = buildStatus(input([cached({ instance: 1 }), labelled(2, "db:bogus"), labelled(3, "")], { spec, previous: s }));
+    expect(t.pods[0]).toMatchObject({ node: "down", dependencies: [{ podName: "db", policy: "node" }, { podName: "cache", policy: "namespace" }] });
   });
 
   it("sameStatus ignores updatedAt only", () => {
