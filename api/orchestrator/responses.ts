@@ -54,6 +54,10 @@ export const PodStatusSchema = z.object({
   version: z.number().int(),
   node: z.string(),
   containers: z.array(ContainerStatusSchema),
+  dependencies: z
+    .array(z.object({ podName: z.string(), policy: z.enum(dependencyPolicies) }))
+    .optional()
+    .describe("The pod.dependencies of the version this pod runs; absent when unknown"),
 });
 
 export const PodGroupWithSpecSchema = z.object({
