@@ -13,9 +13,10 @@
 // - every container is labelled io.capstan.dependencies with its version's pod.dependencies
 //   (controllers/shared/pod-dependencies.ts).
 // - env gets CAPSTAN_PODGROUP, CAPSTAN_POD_NAME, CAPSTAN_POD_NAMESPACE, CAPSTAN_INSTANCE_NO.
-import { createHash } from "node:crypto";
 import { patchEnv, type CreateSpec, type ResourceRequest } from "../../adapters/cluster/index.ts";
-import type { ContainerSpec, PodSpec } from "../../api/resources/podgroup.ts";
+import type { PodSpec } from "../../api/resources/podgroup.ts";
+import { containerCreateSpec, containerLimits, type ContainerLimits } from "../shared/create-spec.ts";
+import { volumeBind } from "../shared/volumes.ts";
 import { encodePodDependencies, podDependenciesLabel } from "../shared/pod-dependencies.ts";
 import { containerLabels, containerName } from "./naming.ts";
 import type { StoredPodGroup } from "./stored.ts";
@@ -32,36 +33,17 @@ export function podRequest(pod: PodSpec): ResourceRequest {
   let memoryBytes = 0;
   let nanoCpus = 0;
   for (const c of pod.containers) {
-    memoryBytes += c.memoryLimit ?? 0;
-    nanoCpus += Math.round((c.cpuLimit ?? 0) * 1e9);
+    const l = containerLimits(c);
+    memoryBytes += l.memoryBytes;
+    nanoCpus += l.nanoCpus;
   }
   return { memoryBytes, nanoCpus };
-}
-
-export function containerLimits(c: ContainerSpec): { memoryBytes: number; nanoCpus: number } {
-  return { memoryBytes: c.memoryLimit ?? 0, nanoCpus: Math.round((c.cpuLimit ?? 0) * 1e9) };
-}
-
-const namedVolume = /^([a-zA-Z0-9][a-zA-Z0-9_.-]*):(\/[^:]*)(?::(ro|rw))?$/;
-const pathVolume = /^(\/[^:]*)(?::(ro|rw))?$/;
-
-/** The bind entry for one declared volume of container `index` of `instance`. */
-export function volumeBind(group: string, instance: number, index: number, volume: string): string {
-  const scope = `${group}.i${instance}${index > 0 ? `.c${index}` : ""}`;
-  const named = namedVolume.exec(volume);
-  if (named) return `${scope}.${named[1]}:${named[2]}${named[3] ? `:${named[3]}` : ""}`;
-  const path = pathVolume.exec(volume);
-  if (!path) throw new TypeError(`volume ${JSON.stringify(volume)} is neither /path nor name:/path`);
-  const p = path[1]!;
-  const slug = p.replace(/^\/+/, "").replace(/[^a-zA-Z0-9_.-]+/g, "_").slice(0, 40) || "root";
-  const hash = createHash("sha256").update(p).digest("hex").slice(0, 6);
-  return `${scope}.${slug}-${hash}:${p}${path[2] ? `:${path[2]}` : ""}`;
 }
 
 export interface ContainerPlan {
   name: string;
   spec: CreateSpec;
-  limits: { memoryBytes: number; nanoCpus: number };
+  limits: ContainerLimits;
 }
 
 /** Name and create request of container `index` of instance `instance` at the group's current version. */
@@ -79,26 +61,17 @@ export function planContainer(group: StoredPodGroup, instance: number, index: nu
   ] as const) {
     env = patchEnv(env, k, v);
   }
-  const binds = [...(c.volumes ?? []).map((v) => volumeBind(group.name, instance, index, v)), ...(c.systemVolumes ?? [])];
-  const limits = containerLimits(c);
-  const spec: CreateSpec = {
-    image: c.image,
+  // Volume names scoped to <group>.i<n>[.c<k>] (see the top of this file).
+  const owner = `${group.name}.i${instance}${index > 0 ? `.c${index}` : ""}`;
+  const binds = [...(c.volumes ?? []).map((v) => volumeBind(owner, v)), ...(c.systemVolumes ?? [])];
+  const { spec, limits } = containerCreateSpec(c, {
     env,
     // The dependency list of the version this container runs: the Dependency controller counts
     // references from it (through the status), not from the group's current spec.
     labels: { ...containerLabels({ ...ref, namespace: group.namespace }), [podDependenciesLabel]: encodePodDependencies(pod.dependencies ?? []) },
-    restartPolicy: { name: "no" },
+    binds,
     stopTimeoutSeconds: killTimeoutOf(pod),
-  };
-  if (c.command) spec.cmd = [...c.command];
-  if (c.entrypoint) spec.entrypoint = [...c.entrypoint];
-  if (c.user !== undefined) spec.user = c.user;
-  if (c.workingDir !== undefined) spec.workingDir = c.workingDir;
-  if (limits.memoryBytes > 0) spec.memoryBytes = limits.memoryBytes;
-  if (limits.nanoCpus > 0) spec.nanoCpus = limits.nanoCpus;
-  if (binds.length > 0) spec.binds = binds;
-  if (pod.network !== undefined && pod.network !== "") spec.networkMode = pod.network;
-  if (c.expose !== undefined) spec.expose = [{ containerPort: c.expose }];
-  if (c.logConfig) spec.logConfig = { type: c.logConfig.type, ...(c.logConfig.config && { config: { ...c.logConfig.config } }) };
+    network: pod.network,
+  });
   return { name: containerName(ref), spec, limits };
 }

@@ -30,7 +30,8 @@ import { NodeView } from "./nodes.ts";
 import { PassesInFlight } from "./passes.ts";
 import { DriftTaskReconciler } from "./drift-tasks.ts";
 import { PodGroupReconciler } from "./reconciler.ts";
-import { defaultRestartBackoff, type RestartBackoff } from "./restart.ts";
+import { restartBackoff, type RestartBackoff } from "../shared/backoff.ts";
+import { statusSource } from "../shared/status-records.ts";
 import { decodeSecretMarker, defaultSecretMarkerPrefix } from "./secret-marker.ts";
 import { decodeSpec, decodeStatus, decodeTask, layout, type StatusEntry, type TaskEntry } from "./stored.ts";
 
@@ -84,10 +85,7 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
   const refreshIntervalMs = opts.refreshIntervalMs ?? 30_000;
   if (!(updateWaitMs >= 0)) throw new RangeError(`updateWaitMs must be >= 0 (got ${updateWaitMs})`);
   if (!(refreshIntervalMs > 0)) throw new RangeError(`refreshIntervalMs must be > 0 (got ${refreshIntervalMs})`);
-  const backoff = { ...defaultRestartBackoff, ...opts.restartBackoff };
-  if (!(backoff.initialMs > 0 && backoff.maxMs >= backoff.initialMs && backoff.resetAfterMs > 0)) {
-    throw new RangeError("restartBackoff needs 0 < initialMs <= maxMs and resetAfterMs > 0");
-  }
+  const backoff = restartBackoff(opts.restartBackoff);
 
   const specs = new Informer({ name: "podgroup-specs", source: opts.store, prefix: keys.podGroups, decode: decodeSpec, clock, log, registry });
   const statuses = new Informer({ name: "podgroup-status", source: opts.store, prefix: keys.status, decode: decodeStatus, clock, log, registry });
@@ -150,7 +148,8 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
     reconcile: reconciler.reconcile,
     watches: [
       informerSource(specs, (e) => [e.name]),
-      statusSource(statuses, (name) => reconciler.lastStatusRevision(name)),
+      // Initial adds: the specs informer already enqueues every group.
+      statusSource(statuses, (name) => reconciler.lastStatusRevision(name), { name: "status:podgroup-status", initialList: false }),
       taskSource(tasks, cache, statuses),
       // A marker is written for a created container that waits for it: start it now.
       informerSource(markers, (e) => (e.podGroup !== undefined ? [e.podGroup] : [])),
@@ -187,36 +186,6 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
     cache,
     controller,
     driftController,
-  };
-}
-
-/**
- * Status changes made by anyone but this controller (a status deleted or tampered with) enqueue
- * the group so it is recomputed; the echo of our own last write does not.
- */
-function statusSource(statuses: Informer<StatusEntry>, ownRevision: (name: string) => number | undefined): Source {
-  let unregister: (() => void) | undefined;
-  const foreign = (e: StatusEntry) => e.modRevision !== ownRevision(e.name);
-  return {
-    name: "status:podgroup-status",
-    start(enqueue) {
-      unregister?.();
-      unregister = statuses.addEventHandler({
-        // Initial adds: the specs informer already enqueues every group.
-        onAdd: (e, _key, meta) => {
-          if (!meta.isInInitialList && foreign(e)) enqueue(e.name);
-        },
-        onUpdate: (_old, e) => {
-          if (foreign(e)) enqueue(e.name);
-        },
-        onDelete: (e) => enqueue(e.name),
-      });
-    },
-    stop() {
-      unregister?.();
-      unregister = undefined;
-    },
-    waitForSync: (signal, timeoutMs) => statuses.waitForSync(signal, timeoutMs),
   };
 }
 

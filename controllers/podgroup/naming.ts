@@ -11,6 +11,8 @@
 // place (renames it to the current name form) and replaces it only when its version is stale.
 // A container without io.capstan.podgroup is not ours, whatever its name (never touched).
 
+import { currentFormat, formatLabel } from "../shared/format.ts";
+
 export const labelKeys = {
   podGroup: "io.capstan.podgroup",
   namespace: "io.capstan.namespace",
@@ -18,11 +20,8 @@ export const labelKeys = {
   version: "io.capstan.version",
   drift: "io.capstan.drift",
   containerIndex: "io.capstan.container-index",
-  format: "io.capstan.format",
+  format: formatLabel,
 } as const;
-
-/** The data format containers are created with now. */
-export const currentFormat = "2";
 
 export interface PodContainerRef {
   group: string;

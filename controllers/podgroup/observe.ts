@@ -8,7 +8,8 @@
 // kept is deterministic (the same containers always give the same answer), so two passes never
 // fight over it.
 import type { CachedContainer } from "../../adapters/cluster/container-cache.ts";
-import { currentFormat, identify, type ContainerIdentity } from "./naming.ts";
+import { currentFormat } from "../shared/format.ts";
+import { identify, type ContainerIdentity } from "./naming.ts";
 
 export interface ObservedContainer {
   c: CachedContainer;

@@ -52,7 +52,8 @@ import type { ReconcileContext, Result } from "../../runtime/result.ts";
 import { killTimeoutOf, planContainer, podRequest } from "./container-spec.ts";
 import type { DependencyReservations } from "./dependency-reservations.ts";
 import { cordoned, driftTasks, newMoves, tasksForGroup } from "./drift.ts";
-import { containerName, identify, labelKeys, currentFormat } from "./naming.ts";
+import { currentFormat } from "../shared/format.ts";
+import { containerName, identify, labelKeys } from "./naming.ts";
 import { reservationsOf, type NodeView } from "./nodes.ts";
 import {
   classify,
@@ -65,9 +66,11 @@ import {
   type PodCandidate,
 } from "./observe.ts";
 import type { PassesInFlight } from "./passes.ts";
-import { countExit, countFailure, type RestartBackoff } from "./restart.ts";
+import type { RestartBackoff } from "../shared/backoff.ts";
+import { countExit, countFailure } from "./restart.ts";
 import { secretsNotReady, type SecretMarkerEntry } from "./secret-marker.ts";
-import { buildStatus, sameStatus, unseenPods } from "./status.ts";
+import { sameStatus } from "../shared/status-records.ts";
+import { buildStatus, unseenPods } from "./status.ts";
 import {
   decodeStatus,
   readInternal,

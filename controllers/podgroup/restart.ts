@@ -8,22 +8,8 @@
 // resetAfterMs (10 min) before it exited. The record lives in status.internal, so an orchestrator
 // restart neither resets the back-off nor counts an exit twice (lastExit names the exit counted).
 import type { RestartPolicy } from "../../api/resources/podgroup.ts";
+import { restartDelayMs, type RestartBackoff } from "../shared/backoff.ts";
 import type { InstanceRecord } from "./stored.ts";
-
-export interface RestartBackoff {
-  initialMs: number;
-  maxMs: number;
-  resetAfterMs: number;
-}
-
-export const defaultRestartBackoff: RestartBackoff = { initialMs: 1_000, maxMs: 300_000, resetAfterMs: 600_000 };
-
-/** Delay before attempt number `failures` (1-based). */
-export function restartDelayMs(failures: number, b: RestartBackoff): number {
-  const n = Math.max(1, failures);
-  // 2^(n-1) overflows to Infinity long after the cap, which Math.min absorbs.
-  return Math.min(b.maxMs, b.initialMs * 2 ** Math.min(n - 1, 60));
-}
 
 export function wantsRestart(policy: RestartPolicy, exitCode: number | undefined): boolean {
   if (policy === "always") return true;

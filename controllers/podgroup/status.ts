@@ -11,10 +11,9 @@
 // (a pod runs an older version), scaling (pods beyond numInstances still exist, or pods are
 // missing), pending (nothing runs yet), degraded (some pods do not run, or their node is
 // unreachable so that their state is unknown), running.
-import type { ContainerStatus, GroupState, PodGroupStatus, PodState, PodStatus } from "../../api/resources/podgroup.ts";
-import type { CachedContainer } from "../../adapters/cluster/container-cache.ts";
+import type { GroupState, PodGroupStatus, PodState, PodStatus } from "../../api/resources/podgroup.ts";
+import { containerStatus, podContainersState } from "../shared/containers.ts";
 import { decodePodDependencies, podDependenciesLabel, type PodDependency } from "../shared/pod-dependencies.ts";
-import { currentFormat } from "./naming.ts";
 import { podContainers, type GroupView, type PodCandidate } from "./observe.ts";
 import type { Internal, StoredPodGroup } from "./stored.ts";
 
@@ -34,34 +33,6 @@ export interface StatusInput {
   notes: string[];
   /** Wall-clock ms, for updatedAt. */
   now: number;
-}
-
-function containerStatus(c: CachedContainer, nodeAddress: (node: string) => string, format: string): ContainerStatus {
-  const s: ContainerStatus = {
-    id: c.id,
-    name: c.name,
-    node: c.node,
-    nodeIp: nodeAddress(c.node),
-    ip: c.ip ?? "",
-    status: c.state,
-  };
-  const port = c.ports.find((p) => p.hostPort !== undefined);
-  if (port) {
-    s.containerPort = port.containerPort;
-    s.hostPort = port.hostPort;
-  }
-  if (c.state !== "running" && c.exitCode !== undefined) s.exitCode = c.exitCode;
-  if (c.startedAt !== undefined) s.startedAt = new Date(c.startedAt).toISOString();
-  if (format !== currentFormat) s.format = format;
-  return s;
-}
-
-function podState(p: PodCandidate): PodState {
-  const cs = podContainers(p).map((o) => o.c);
-  if (cs.every((c) => c.state === "running")) return "running";
-  if (cs.some((c) => c.state === "paused" || c.state === "dead" || (c.state === "exited" && c.exitCode !== 0))) return "failed";
-  if (cs.some((c) => c.state === "exited")) return "exited";
-  return "pending"; // created, restarting, removing
 }
 
 export function buildStatus(i: StatusInput): PodGroupStatus {
@@ -89,7 +60,7 @@ export function buildStatus(i: StatusInput): PodGroupStatus {
       unknown = true;
       continue;
     }
-    const containers = kept ? podContainers(kept).map((o) => containerStatus(o.c, i.nodeAddress, o.id.format)) : [];
+    const containers = kept ? podContainers(kept).map((o) => containerStatus(o.c, i.nodeAddress(o.c.node), o.id.format)) : [];
     let state: PodState;
     let lastError = rec?.lastError ?? "";
     if (instance >= n) {
@@ -105,7 +76,7 @@ export function buildStatus(i: StatusInput): PodGroupStatus {
     } else if (!kept) {
       state = i.internal.rollout?.instance === instance ? "upgrading" : rec?.lastError ? "failed" : "missing";
     } else {
-      state = podState(kept);
+      state = podContainersState(podContainers(kept).map((o) => o.c));
       const waiting = i.waitingForSecrets?.get(instance);
       if (state === "pending" && waiting !== undefined) lastError = waiting;
       if (state === "running" && i.internal.rollout?.instance === instance) state = "upgrading";
@@ -185,10 +156,4 @@ function pruneInternal(internal: Internal, n: number, view: GroupView): Internal
     if (Number(k) < n || view.instances.has(Number(k))) instances[k] = rec;
   }
   return internal.rollout ? { rollout: internal.rollout, instances } : { instances };
-}
-
-/** Whether two statuses say the same thing (updatedAt aside): no write when nothing changed. */
-export function sameStatus(a: PodGroupStatus | undefined, b: PodGroupStatus): boolean {
-  if (!a) return false;
-  return JSON.stringify({ ...a, updatedAt: "" }) === JSON.stringify({ ...b, updatedAt: "" });
 }

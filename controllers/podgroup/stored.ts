@@ -10,6 +10,8 @@ import { z } from "zod";
 import { Name, PodGroupSpec, PodSpec, type PodGroupStatus } from "../../api/resources/podgroup.ts";
 import { orchestratorPrefix } from "../../api/resources/keys.ts";
 import type { DriftTask, RefreshTask, Task } from "../../api/resources/task.ts";
+import { decodeSpecRecord, lastSegment, type KeyValueRecord, type SpecRecord } from "../shared/spec-records.ts";
+import { decodeStatusRecord, type StatusRecord } from "../shared/status-records.ts";
 
 /** The key layout of api/resources/keys.ts under any root (tests use a unique one per run). */
 export function layout(root: string = orchestratorPrefix) {
@@ -36,19 +38,9 @@ export const StoredPodGroupSchema = z.object({
 });
 export type StoredPodGroup = z.infer<typeof StoredPodGroupSchema>;
 
-export interface SpecEntry {
-  name: string;
-  spec: StoredPodGroup | undefined;
-  /** Why the stored value could not be read (then spec is undefined). */
-  invalid?: string;
-  modRevision: number;
-}
+export type SpecEntry = SpecRecord<StoredPodGroup>;
 
-export interface StatusEntry {
-  name: string;
-  status: PodGroupStatus | undefined;
-  modRevision: number;
-}
+export type StatusEntry = StatusRecord<PodGroupStatus>;
 
 export interface TaskEntry {
   key: string;
@@ -56,40 +48,12 @@ export interface TaskEntry {
   modRevision: number;
 }
 
-function lastSegment(key: string): string {
-  return key.slice(key.lastIndexOf("/") + 1);
+export function decodeSpec(kv: KeyValueRecord): SpecEntry {
+  return decodeSpecRecord(kv, StoredPodGroupSchema);
 }
 
-export function decodeSpec(kv: { key: string; value: string; modRevision: number }): SpecEntry {
-  const name = lastSegment(kv.key);
-  let json: unknown;
-  try {
-    json = JSON.parse(kv.value);
-  } catch (e) {
-    return { name, spec: undefined, invalid: `not JSON: ${(e as Error).message}`, modRevision: kv.modRevision };
-  }
-  const parsed = StoredPodGroupSchema.safeParse(json);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    return { name, spec: undefined, invalid: `${issue?.path.join(".") || "value"}: ${issue?.message}`, modRevision: kv.modRevision };
-  }
-  if (parsed.data.name !== name) {
-    return { name, spec: undefined, invalid: `stored name ${parsed.data.name} differs from its key`, modRevision: kv.modRevision };
-  }
-  return { name, spec: parsed.data, modRevision: kv.modRevision };
-}
-
-/** A status is taken as-is when it has the shape the controller writes; anything else reads as absent. */
-export function decodeStatus(kv: { key: string; value: string; modRevision: number }): StatusEntry {
-  const name = lastSegment(kv.key);
-  let status: PodGroupStatus | undefined;
-  try {
-    const v = JSON.parse(kv.value) as Partial<PodGroupStatus> | null;
-    if (v && typeof v === "object" && typeof v.state === "string" && Array.isArray(v.pods)) status = v as PodGroupStatus;
-  } catch {
-    status = undefined;
-  }
-  return { name, status, modRevision: kv.modRevision };
+export function decodeStatus(kv: KeyValueRecord): StatusEntry {
+  return decodeStatusRecord<PodGroupStatus>(kv);
 }
 
 /** A task this controller can carry out; anything else (malformed, another kind) decodes as undefined. */

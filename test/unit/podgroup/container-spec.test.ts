@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { planContainer, podRequest, volumeBind } from "../../../controllers/podgroup/container-spec.ts";
+import { createHash } from "node:crypto";
+import { planContainer, podRequest } from "../../../controllers/podgroup/container-spec.ts";
 import type { StoredPodGroup } from "../../../controllers/podgroup/stored.ts";
 
 function group(over: Partial<StoredPodGroup["pod"]> = {}): StoredPodGroup {
@@ -80,11 +81,15 @@ describe("planContainer", () => {
 
 describe("volumes and requests", () => {
   it("scopes named volumes to group, instance and container; the same path always gets the same name", () => {
-    expect(volumeBind("g", 0, 0, "/data")).toBe(volumeBind("g", 0, 0, "/data"));
-    expect(volumeBind("g", 0, 0, "/data")).not.toBe(volumeBind("g", 1, 0, "/data"));
-    expect(volumeBind("g", 0, 2, "db:/var/lib/db")).toBe("g.i0.c2.db:/var/lib/db");
-    expect(volumeBind("g", 0, 0, "/a/b:rw")).toMatch(/^g\.i0\.a_b-[0-9a-f]{6}:\/a\/b:rw$/);
-    expect(() => volumeBind("g", 0, 0, "relative")).toThrow(TypeError);
+    const g = group({ containers: [{ image: "img", volumes: ["/data", "/a/b:rw"] }, { image: "img" }, { image: "img", volumes: ["db:/var/lib/db"] }] });
+    const binds = (instance: number, index: number) => planContainer(g, instance, index, 0).spec.binds;
+    const sha6 = (p: string) => createHash("sha256").update(p).digest("hex").slice(0, 6);
+    // The names existing volumes already have: a change would orphan every instance's data.
+    expect(binds(0, 0)).toEqual([`web.i0.data-${sha6("/data")}:/data`, `web.i0.a_b-${sha6("/a/b")}:/a/b:rw`]);
+    expect(binds(1, 0)![0]).toBe(`web.i1.data-${sha6("/data")}:/data`);
+    expect(binds(0, 1)).toBeUndefined();
+    expect(binds(0, 2)).toEqual(["web.i0.c2.db:/var/lib/db"]);
+    expect(() => planContainer(group({ containers: [{ image: "img", volumes: ["relative"] }] }), 0, 0, 0)).toThrow(TypeError);
   });
 
   it("a pod reserves the sum of its containers' limits", () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { countExit, countFailure, defaultRestartBackoff as b, restartDelayMs, wantsRestart } from "../../../controllers/podgroup/restart.ts";
+import { countExit, countFailure, wantsRestart } from "../../../controllers/podgroup/restart.ts";
+import { defaultRestartBackoff as b, restartDelayMs } from "../../../controllers/shared/backoff.ts";
 
 describe("restart back-off", () => {
   it("doubles from 1 s and caps at 5 min", () => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { classify } from "../../../controllers/podgroup/observe.ts";
-import { buildStatus, sameStatus, type StatusInput } from "../../../controllers/podgroup/status.ts";
+import { buildStatus, type StatusInput } from "../../../controllers/podgroup/status.ts";
+import { sameStatus } from "../../../controllers/shared/status-records.ts";
 import type { CachedContainer } from "../../../adapters/cluster/container-cache.ts";
 import { podDependenciesLabel } from "../../../controllers/shared/pod-dependencies.ts";
 import { cached, stored } from "./fixtures.ts";
