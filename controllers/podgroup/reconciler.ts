@@ -67,9 +67,13 @@ import {
 } from "./observe.ts";
 import type { PassesInFlight } from "./passes.ts";
 import type { RestartBackoff } from "../shared/backoff.ts";
+import { inspectAll, stopAndRemove, sweepNode, type ContainerOpsContext } from "../shared/container-ops.ts";
+import { needsDetails, pausedError, stoppedPod } from "../shared/containers.ts";
+import { ForeignContainerError, StatusConflictError } from "../shared/errors.ts";
+import { settleAll } from "../shared/settle.ts";
 import { countExit, countFailure } from "./restart.ts";
 import { secretsNotReady, type SecretMarkerEntry } from "./secret-marker.ts";
-import { sameStatus } from "../shared/status-records.ts";
+import { readOwnStatus, writeStatusIfChanged } from "../shared/status-records.ts";
 import { buildStatus, unseenPods } from "./status.ts";
 import {
   decodeStatus,
@@ -111,16 +115,6 @@ export interface ReconcilerOptions {
   removeConcurrency: number;
   /** Instances deployed per pass at most; the rest follow in the next pass at once. */
   maxDeploysPerPass: number;
-}
-
-/** Someone else wrote the status between our read and our write: re-read and try again. */
-export class StatusConflictError extends Error {
-  override readonly name = "StatusConflictError";
-}
-
-/** A container of our name exists on the node but is not ours (R6). */
-export class ForeignContainerError extends Error {
-  override readonly name = "ForeignContainerError";
 }
 
 /** In-memory facts per group; losing them costs at most one extra refresh. */
@@ -199,16 +193,7 @@ export class PodGroupReconciler {
 
   private async readStatus(name: string, mem: GroupMemory, signal: AbortSignal): Promise<StatusEntry | undefined> {
     const { statuses, layout, store } = this.o;
-    if (mem.statusRevision > statuses.cacheRevision()) {
-      try {
-        await statuses.waitForRevision(mem.statusRevision, signal, 5_000);
-      } catch (e) {
-        if (signal.aborted) throw e;
-        const kv = await store.get(layout.statusOf(name));
-        return kv ? decodeStatus(kv) : undefined;
-      }
-    }
-    return statuses.get(layout.statusOf(name));
+    return readOwnStatus({ statuses, store, key: layout.statusOf(name), ownRevision: mem.statusRevision, decode: decodeStatus, signal });
   }
 
   private async readSpec(name: string, mem: GroupMemory, signal: AbortSignal): Promise<SpecEntry | undefined> {
@@ -219,14 +204,9 @@ export class PodGroupReconciler {
 
   /** R7: compare-and-swap, only when changed. Returns the entry now stored. */
   async writeStatus(name: string, mem: GroupMemory, prev: StatusEntry | undefined, next: PodGroupStatus): Promise<StatusEntry> {
-    if (prev && sameStatus(prev.status, next)) return prev;
-    const key = this.o.layout.statusOf(name);
-    const res = await this.o.store.put(key, JSON.stringify(next), {
-      expect: [{ key, target: "modRevision", equals: prev?.modRevision ?? 0 }],
-    });
-    if (!res.succeeded) throw new StatusConflictError(`status of ${name} changed since it was read; retrying`);
-    mem.statusRevision = res.revision;
-    return { name, status: next, modRevision: res.revision };
+    const { record, written } = await writeStatusIfChanged(this.o.store, this.o.layout.statusOf(name), prev, next);
+    if (written) mem.statusRevision = record.modRevision;
+    return record;
   }
 
   async deleteTasks(tasks: TaskEntry[]): Promise<void> {
@@ -269,6 +249,8 @@ class Pass {
   private readonly o: ReconcilerOptions;
   private readonly log: Logger;
   private readonly signal: AbortSignal;
+  /** Engine calls on the group's containers, with the cache kept in step. */
+  private readonly ops: ContainerOpsContext;
   private readonly now: number;
   private internal: Internal;
   private view!: GroupView;
@@ -293,6 +275,7 @@ class Pass {
     this.o = r.options;
     this.log = ctx.log;
     this.signal = ctx.signal;
+    this.ops = { cache: this.o.cache, cluster: this.o.cluster, signal: ctx.signal, log: ctx.log };
     this.now = this.o.now();
     this.statusEntry = status;
     this.internal = readInternal(status?.status);
@@ -335,23 +318,8 @@ class Pass {
    * inspected; otherwise only those whose cached data is incomplete (seen in a relist only).
    */
   private async inspect(full: boolean): Promise<void> {
-    const { cache, cluster, nodes } = this.o;
-    const todo = this.containers().filter((c) => nodes.reachable(c.node) && (full || needsDetails(c)));
-    if (todo.length === 0) return;
-    const q = new PQueue({ concurrency: this.o.deployConcurrency });
-    await Promise.all(
-      todo.map((c) =>
-        q.add(async () => {
-          try {
-            cache.recordDetails(await cluster.inspect(c, { signal: this.signal }), c.generation);
-          } catch (e) {
-            if (e instanceof NotFoundError && e.resource === "container") cache.recordRemoved(c.node, c.id);
-            else if (this.signal.aborted) throw e;
-            else this.log.warn({ err: e, container: c.name }, "inspect failed");
-          }
-        }),
-      ),
-    );
+    const todo = this.containers().filter((c) => this.o.nodes.reachable(c.node) && (full || needsDetails(c)));
+    await inspectAll(this.ops, todo, this.o.deployConcurrency);
   }
 
   private observe(): void {
@@ -403,7 +371,7 @@ class Pass {
     const extras = [...this.view.instances.values()]
       .filter((v) => v.instance < n && v.instance !== rolloutRemoval && !moving.has(v.instance))
       .flatMap((v) => v.extras.filter((o) => this.reachable(o.c.node)).map((o) => o.c));
-    if (extras.length > 0) work.push(this.removeContainers(extras, killTimeoutOf(spec.pod)));
+    if (extras.length > 0) work.push(stopAndRemove(this.ops, extras, killTimeoutOf(spec.pod)));
     // Scale down: the highest surplus instance first, one per pass.
     const surplus = [...this.view.instances.values()]
       .filter((v) => v.instance >= n && instanceContainers(v).some((o) => this.reachable(o.c.node)))
@@ -583,7 +551,7 @@ class Pass {
     // unreachable node stays until it answers (R5), an extra by then.
     const old = v ? instanceContainers(v).map((o) => o.c).filter((c) => this.reachable(c.node)) : [];
     try {
-      await this.removeContainers(old, killTimeoutOf(spec.pod));
+      await stopAndRemove(this.ops, old, killTimeoutOf(spec.pod));
     } catch (e) {
       if (this.signal.aborted) throw e;
       this.fail(instance, `drift: cannot remove the pod on ${move.from}: ${(e as Error).message}`, "deploy");
@@ -631,18 +599,16 @@ class Pass {
         continue;
       }
       if (podRunning(kept)) continue;
-      const cs = podContainers(kept).map((o) => o.c);
-      if (cs.some((c) => c.state === "restarting" || c.state === "removing")) {
+      const { blocked, lastStopped: last } = stoppedPod(podContainers(kept).map((o) => o.c));
+      if (blocked === "busy") {
         this.wakeAt(this.now + 1_000); // the engine is busy with it
         continue;
       }
-      if (cs.some((c) => c.state === "paused")) {
-        this.setRecord(i, { ...rec, lastError: "paused behind Capstan's back; unpause it (docker unpause)" });
+      if (blocked === "paused") {
+        this.setRecord(i, { ...rec, lastError: pausedError });
         continue;
       }
-      const stopped = cs.filter((c) => c.state === "exited" || c.state === "dead");
-      if (stopped.length > 0) {
-        const last = stopped.reduce((a, b) => ((a.finishedAt ?? 0) >= (b.finishedAt ?? 0) ? a : b));
+      if (last) {
         const exit = {
           // One exit per container and restart: times differ between an event and an inspect.
           key: `${last.id}#${rec.restarts}`,
@@ -660,7 +626,7 @@ class Pass {
         continue;
       }
       if (this.holdForSecrets(spec, kept)) continue;
-      starts.push({ instance: i, pod: kept, restart: stopped.length > 0 });
+      starts.push({ instance: i, pod: kept, restart: last !== undefined });
     }
 
     const q = new PQueue({ concurrency: this.o.deployConcurrency });
@@ -847,59 +813,23 @@ class Pass {
    * the cache) and force-remove any leftover of that instance.
    */
   private async removeInstance(v: InstanceView, killTimeout: number): Promise<void> {
-    await this.removeContainers(
+    await stopAndRemove(
+      this.ops,
       instanceContainers(v).map((o) => o.c).filter((c) => this.reachable(c.node)),
       killTimeout,
     );
     await this.sweep((c) => identify(c, this.name)?.instance === v.instance);
   }
 
-  private async removeContainers(cs: CachedContainer[], killTimeout: number): Promise<void> {
-    const { cluster, cache } = this.o;
-    await settleAll(
-      cs.map(async (c) => {
-        if (c.state === "running" || c.state === "paused" || c.state === "restarting") {
-          try {
-            await cluster.stop(c, { timeoutSeconds: killTimeout, signal: this.signal });
-          } catch (e) {
-            if (this.signal.aborted) throw e;
-            if (!(e instanceof NotFoundError)) this.log.warn({ err: e, container: c.name }, "stop failed; removing with force");
-          }
-        }
-        try {
-          await cluster.remove(c, { force: true, volumes: true, signal: this.signal });
-        } catch (e) {
-          if (!(e instanceof NotFoundError && e.resource === "container")) throw e;
-        }
-        cache.recordRemoved(c.node, c.id);
-      }),
-    );
-  }
-
   /** Relist every reachable node for the group's containers and force-remove those `match` selects. */
   private async sweep(match: (c: { name: string; labels: Readonly<Record<string, string>> }) => boolean): Promise<number> {
-    const { cluster, cache, nodes } = this.o;
     let removed = 0;
-    const all = await nodes.get(this.signal);
+    const all = await this.o.nodes.get(this.signal);
     await settleAll(
       all
         .filter((n) => this.reachable(n.name))
         .map(async (n) => {
-          const found = await cluster.listContainers(n.name, {
-            all: true,
-            filters: { label: [`${labelKeys.podGroup}=${this.name}`] },
-            signal: this.signal,
-          });
-          for (const c of found.filter(match)) {
-            try {
-              await cluster.remove(c, { force: true, volumes: true, signal: this.signal });
-            } catch (e) {
-              if (!(e instanceof NotFoundError && e.resource === "container")) throw e;
-            }
-            cache.recordRemoved(c.node, c.id);
-            removed++;
-            this.log.info({ container: c.name, node: c.node }, "leftover container removed");
-          }
+          removed += await sweepNode(this.ops, n.name, `${labelKeys.podGroup}=${this.name}`, match);
         }),
     );
     return removed;
@@ -917,7 +847,8 @@ class Pass {
       const batch = reachableOnes.slice(0, this.o.removeConcurrency);
       await settleAll(
         batch.map((v) =>
-          this.removeContainers(
+          stopAndRemove(
+            this.ops,
             instanceContainers(v).map((o) => o.c).filter((c) => this.reachable(c.node)),
             killTimeout,
           ),
@@ -985,14 +916,6 @@ class Pass {
   }
 }
 
-/** Data an inspect still has to fill in for this container. */
-function needsDetails(c: CachedContainer): boolean {
-  if (c.limits === undefined || c.ip === undefined) return true;
-  if (c.state === "running") return c.startedAt === undefined;
-  if (c.state === "exited" || c.state === "dead") return c.exitCode === undefined || c.finishedAt === undefined;
-  return false;
-}
-
 function filterText(f: PlacementFilter): string {
   return `${f.kind === "node" ? "node" : `label:${f.key}`}${f.op}${f.value}`;
 }
@@ -1002,11 +925,4 @@ function deployError(e: unknown, node: string): string {
   if (e instanceof NotFoundError && e.resource === "image") return `image not found on ${node}: ${e.message}`;
   if (e instanceof EngineUnavailableError) return `node ${node} did not answer: ${e.message}`;
   return `cannot deploy on ${node}: ${(e as Error).message}`;
-}
-
-/** Wait for every promise; then rethrow the first failure (nothing is left running behind us). */
-async function settleAll(ps: Promise<unknown>[]): Promise<void> {
-  const results = await Promise.allSettled(ps);
-  const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
-  if (failed) throw failed.reason;
 }
