@@ -1,7 +1,8 @@
 // The Dependency API's reads and writes. Each write is one store transaction: create-only for a
 // new dependency, compare-and-swap on the key's modRevision for a change, so concurrent requests
 // on any replica never overwrite each other (a lost race re-reads and re-applies the change).
-import type { KeyValue, Store } from "../../adapters/store/store.ts";
+import type { Store } from "../../adapters/store/store.ts";
+import { listAll } from "../../adapters/store/list-all.ts";
 import { notAllowed, notFound, unavailable } from "../http/index.ts";
 import type { DependencyLayout, DependencyStatus, DependencyWithStatus, StoredDependency } from "../resources/dependency.ts";
 import type { StoredPodGroup } from "../resources/podgroup.ts";
@@ -117,21 +118,4 @@ function parseStatus(value: string): DependencyStatus | "unreadable" {
   } catch {
     return "unreadable";
   }
-}
-
-const pageSize = 1000;
-
-async function listAll(store: Store, prefix: string, revision?: number): Promise<{ items: KeyValue[]; revision: number | undefined }> {
-  const items: KeyValue[] = [];
-  let startAfter: string | undefined;
-  let at = revision;
-  for (;;) {
-    const page = await store.list(prefix, { limit: pageSize, ...(at !== undefined && { revision: at }), ...(startAfter !== undefined && { startAfter }) });
-    at ??= page.revision;
-    items.push(...page.items);
-    const last = page.items.at(-1);
-    if (!page.more || last === undefined) break;
-    startAfter = last.key;
-  }
-  return { items, revision: at };
 }

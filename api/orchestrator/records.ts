@@ -4,7 +4,8 @@
 // GETs are answered from the informer caches by PodGroupReader, with the consistency rules
 // written there (and in docs/orchestrator.md, "Reads").
 import { randomUUID } from "node:crypto";
-import type { KeyValue, Store } from "../../adapters/store/store.ts";
+import type { Store } from "../../adapters/store/store.ts";
+import { listAll } from "../../adapters/store/list-all.ts";
 import type { Informer } from "../../runtime/informer.ts";
 import { keys } from "../resources/keys.ts";
 import type { PodGroupWithSpec, StoredPodGroup } from "../resources/podgroup.ts";
@@ -102,23 +103,6 @@ function withStatus(spec: StoredPodGroup, status: CachedStatus | null): PodGroup
   }
   const { internal: _internal, ...shown } = status;
   return { spec, ...shown, state: removing ? "removing" : shown.state };
-}
-
-const pageSize = 1000;
-
-async function listAll(store: Store, prefix: string, revision?: number): Promise<{ items: KeyValue[]; revision: number | undefined }> {
-  const items: KeyValue[] = [];
-  let startAfter: string | undefined;
-  let at = revision;
-  for (;;) {
-    const page = await store.list(prefix, { limit: pageSize, ...(at !== undefined && { revision: at }), ...(startAfter !== undefined && { startAfter }) });
-    at ??= page.revision;
-    items.push(...page.items);
-    const last = page.items.at(-1);
-    if (!page.more || last === undefined) break;
-    startAfter = last.key;
-  }
-  return { items, revision: at };
 }
 
 /**

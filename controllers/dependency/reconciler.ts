@@ -48,7 +48,8 @@ import { withDeadline } from "../../runtime/deadline.ts";
 import type { Informer } from "../../runtime/informer.ts";
 import type { Logger } from "../../runtime/log.ts";
 import type { ReconcileContext, Result } from "../../runtime/result.ts";
-import { restartDelayMs, type RestartBackoff } from "../shared/backoff.ts";
+import type { RestartBackoff } from "../shared/backoff.ts";
+import { countExit, countFailure } from "../shared/restart.ts";
 import { inspectAll, stopAndRemove, sweepNode, type ContainerOpsContext } from "../shared/container-ops.ts";
 import { containerStatus, needsDetails, pausedError, podContainersState, stoppedPod } from "../shared/containers.ts";
 import { ForeignContainerError, StatusConflictError } from "../shared/errors.ts";
@@ -450,13 +451,10 @@ class Pass {
     }
     // Dead or exited: restarted, always (a dependency has no restart policy), with back-off.
     if (last) {
-      const exitKey = `${last.id}#${m.restarts}`;
-      if (m.lastExit !== exitKey) {
-        const ran = last.startedAt !== undefined && last.finishedAt !== undefined ? last.finishedAt - last.startedAt : 0;
-        const failures = (ran >= this.o.backoff.resetAfterMs ? 0 : m.failures) + 1;
-        const at = Math.min(last.finishedAt ?? this.now, this.now) + restartDelayMs(failures, this.o.backoff);
-        const code = last.exitCode === undefined ? "an unknown code" : `code ${last.exitCode}`;
-        m = { ...m, failures, lastExit: exitKey, nextAttemptAt: at, lastError: `${last.name} exited with ${code}; restart ${m.restarts + 1} at ${new Date(at).toISOString()}` };
+      const exit = { key: `${last.id}#${m.restarts}`, exitCode: last.exitCode, oomKilled: last.oomKilled, startedAt: last.startedAt, finishedAt: last.finishedAt };
+      const counted = countExit(m, exit, "always", this.now, this.o.backoff);
+      if (counted !== m) {
+        m = counted;
         this.setSlotMemory(key, m);
       }
     }
@@ -522,11 +520,9 @@ class Pass {
 
   private fail(key: string, error: string, kind: "deploy" | "start"): void {
     this.log.warn({ slot: key, error }, kind === "deploy" ? "dependency pod not deployed" : "dependency pod not started");
-    const m = this.slotMemory(key);
-    const failures = m.failures + 1;
-    const at = this.now + restartDelayMs(failures, this.o.backoff);
-    const field = kind === "deploy" ? "nextDeployAt" : "nextAttemptAt";
-    this.setSlotMemory(key, { ...m, failures, [field]: at, lastError: `${error}; next attempt at ${new Date(at).toISOString()}` });
+    const m = countFailure(this.slotMemory(key), error, kind, this.now, this.o.backoff);
+    this.setSlotMemory(key, m);
+    const at = (kind === "deploy" ? m.nextDeployAt : m.nextAttemptAt)!;
     this.wakeAt(at);
   }
 

@@ -7,6 +7,7 @@
 import { z } from "zod";
 import { DependencySpec, type DependencyPodStatus, type DependencyStatus } from "../../api/resources/dependency.ts";
 import { decodePodDependencies } from "../shared/pod-dependencies.ts";
+import type { RestartRecord } from "../shared/backoff.ts";
 import { decodeSpecRecord, lastSegment, type KeyValueRecord, type SpecRecord } from "../shared/spec-records.ts";
 import { decodeStatusRecord, type StatusRecord } from "../shared/status-records.ts";
 import type { DependencyEntry, DependencyPolicy, GroupReferenceInput, ReferencingPod } from "./references.ts";
@@ -119,15 +120,7 @@ export interface SlotRecord {
 }
 
 /** Restart and redeploy back-off per pod (status.internal.slots). */
-export interface SlotMemory {
-  restarts: number;
-  failures: number;
-  nextAttemptAt?: number;
-  nextDeployAt?: number;
-  /** `<container id>#<restarts>` of the last exit counted, so an exit counts once. */
-  lastExit?: string;
-  lastError?: string;
-}
+export type SlotMemory = RestartRecord;
 
 /** The one pod a spec update (or a format upgrade) is replacing right now. */
 export interface RolloutStep {

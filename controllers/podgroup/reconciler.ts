@@ -71,7 +71,7 @@ import { inspectAll, stopAndRemove, sweepNode, type ContainerOpsContext } from "
 import { needsDetails, pausedError, stoppedPod } from "../shared/containers.ts";
 import { ForeignContainerError, StatusConflictError } from "../shared/errors.ts";
 import { settleAll } from "../shared/settle.ts";
-import { countExit, countFailure } from "./restart.ts";
+import { countExit, countFailure } from "../shared/restart.ts";
 import { secretsNotReady, type SecretMarkerEntry } from "./secret-marker.ts";
 import { readOwnStatus, writeStatusIfChanged } from "../shared/status-records.ts";
 import { buildStatus, unseenPods } from "./status.ts";

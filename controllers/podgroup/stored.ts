@@ -10,6 +10,7 @@ import { z } from "zod";
 import { Name, PodGroupSpec, PodSpec, type PodGroupStatus } from "../../api/resources/podgroup.ts";
 import { orchestratorPrefix } from "../../api/resources/keys.ts";
 import type { DriftTask, RefreshTask, Task } from "../../api/resources/task.ts";
+import type { RestartRecord } from "../shared/backoff.ts";
 import { decodeSpecRecord, lastSegment, type KeyValueRecord, type SpecRecord } from "../shared/spec-records.ts";
 import { decodeStatusRecord, type StatusRecord } from "../shared/status-records.ts";
 
@@ -100,24 +101,8 @@ export interface RolloutStep {
   at: number;
 }
 
-/** Per-instance memory: restart counting and back-off, and a stateful pod's node. */
-export interface InstanceRecord {
-  /** Restarts (and redeploys after failures) since the instance got its current version. */
-  restarts: number;
-  /** Consecutive failures; the back-off grows with it and resets after a long enough run. */
-  failures: number;
-  /** Wall-clock ms before which the instance's stopped container is not started again. */
-  nextAttemptAt?: number;
-  /**
-   * Wall-clock ms before which a missing instance is not deployed again, after a failed deploy.
-   * Apart from nextAttemptAt on purpose: a container removed behind our back (its die comes
-   * first, and is counted) is replaced at once; only failing deploys back off.
-   */
-  nextDeployAt?: number;
-  /** `<container id>#<restarts>` of the last exit already counted, so an exit counts once. */
-  lastExit?: string;
-  /** Why the last deploy or start failed. */
-  lastError?: string;
+/** Per-instance memory: restart counting and back-off (RestartRecord), a stateful pod's node, drift. */
+export interface InstanceRecord extends RestartRecord {
   /** Stateful pods: the node the instance lives on. */
   node?: string;
   /** The instance's drift count: a pod deployed for it carries this (the highest drift wins in classify). */

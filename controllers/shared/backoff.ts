@@ -25,3 +25,23 @@ export function restartDelayMs(failures: number, b: Pick<RestartBackoff, "initia
   // 2^(n-1) overflows to Infinity long after the cap, which Math.min absorbs.
   return Math.min(b.maxMs, b.initialMs * 2 ** Math.min(n - 1, 60));
 }
+
+/** What a controller remembers per pod to count restarts and back off (kept in its status record). */
+export interface RestartRecord {
+  /** Restarts (and redeploys after failures) since the pod got its current version. */
+  restarts: number;
+  /** Consecutive failures; the back-off grows with it and resets after a long enough run. */
+  failures: number;
+  /** Wall-clock ms before which the pod's stopped container is not started again. */
+  nextAttemptAt?: number;
+  /**
+   * Wall-clock ms before which a missing pod is not deployed again, after a failed deploy.
+   * Apart from nextAttemptAt on purpose: a container removed behind our back (its die comes
+   * first, and is counted) is replaced at once; only failing deploys back off.
+   */
+  nextDeployAt?: number;
+  /** `<container id>#<restarts>` of the last exit already counted, so an exit counts once. */
+  lastExit?: string;
+  /** Why the last deploy or start failed. */
+  lastError?: string;
+}

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { countExit, countFailure, wantsRestart } from "../../../controllers/podgroup/restart.ts";
-import { defaultRestartBackoff as b, restartDelayMs } from "../../../controllers/shared/backoff.ts";
+import { countExit, countFailure, wantsRestart } from "../../../controllers/shared/restart.ts";
+import { defaultRestartBackoff as b, restartDelayMs, type RestartRecord } from "../../../controllers/shared/backoff.ts";
 
 describe("restart back-off", () => {
   it("doubles from 1 s and caps at 5 min", () => {
@@ -19,7 +19,7 @@ describe("countExit", () => {
   const exit = { key: "c1#0", exitCode: 3, oomKilled: false, startedAt: 10_000, finishedAt: 11_000 };
 
   it("counts an exit once, schedules the restart from the exit time, and says when", () => {
-    const r1 = countExit({ restarts: 0, failures: 0 }, exit, "onfail", 11_500, b);
+    const r1 = countExit<RestartRecord>({ restarts: 0, failures: 0 }, exit, "onfail", 11_500, b);
     expect(r1).toMatchObject({ failures: 1, nextAttemptAt: 12_000, lastExit: "c1#0" });
     expect(r1.lastError).toBe(`exited with code 3; restart 1 at ${new Date(12_000).toISOString()}`);
     expect(countExit(r1, exit, "onfail", 50_000, b)).toBe(r1); // seen again: unchanged
@@ -33,13 +33,13 @@ describe("countExit", () => {
   });
 
   it("under a policy that does not restart, records the reason and no attempt time", () => {
-    const r = countExit({ restarts: 0, failures: 0, nextAttemptAt: 5 }, { ...exit, exitCode: 0 }, "onfail", 11_500, b);
+    const r = countExit<RestartRecord>({ restarts: 0, failures: 0, nextAttemptAt: 5 }, { ...exit, exitCode: 0 }, "onfail", 11_500, b);
     expect(r.nextAttemptAt).toBeUndefined();
     expect(r.lastError).toBe("exited with code 0; restart policy onfail: not restarted");
   });
 
   it("an OOM kill reads as such", () => {
-    expect(countExit({ restarts: 0, failures: 0 }, { ...exit, exitCode: 137, oomKilled: true }, "always", 11_000, b).lastError).toMatch(
+    expect(countExit<RestartRecord>({ restarts: 0, failures: 0 }, { ...exit, exitCode: 137, oomKilled: true }, "always", 11_000, b).lastError).toMatch(
       /^exited with code 137 \(out of memory\); restart 1 at/,
     );
   });

@@ -7,9 +7,9 @@
 // failures count consecutive exits and start over when the container had been running for
 // resetAfterMs (10 min) before it exited. The record lives in status.internal, so an orchestrator
 // restart neither resets the back-off nor counts an exit twice (lastExit names the exit counted).
+// Shared by the PodGroup controller (its group's policy) and the Dependency controller (always).
 import type { RestartPolicy } from "../../api/resources/podgroup.ts";
-import { restartDelayMs, type RestartBackoff } from "../shared/backoff.ts";
-import type { InstanceRecord } from "./stored.ts";
+import { restartDelayMs, type RestartBackoff, type RestartRecord } from "./backoff.ts";
 
 export function wantsRestart(policy: RestartPolicy, exitCode: number | undefined): boolean {
   if (policy === "always") return true;
@@ -37,17 +37,11 @@ export function describeExit(e: ExitObservation): string {
  * the next attempt time; an exit already counted leaves the record as it is. `restarts` is
  * counted when the restart is made, not here.
  */
-export function countExit(
-  record: InstanceRecord,
-  exit: ExitObservation,
-  policy: RestartPolicy,
-  now: number,
-  b: RestartBackoff,
-): InstanceRecord {
+export function countExit<R extends RestartRecord>(record: R, exit: ExitObservation, policy: RestartPolicy, now: number, b: RestartBackoff): R {
   if (record.lastExit === exit.key) return record;
   const ranMs = exit.startedAt !== undefined && exit.finishedAt !== undefined ? exit.finishedAt - exit.startedAt : 0;
   const failures = (ranMs >= b.resetAfterMs ? 0 : record.failures) + 1;
-  const next: InstanceRecord = { ...record, failures, lastExit: exit.key };
+  const next: R = { ...record, failures, lastExit: exit.key };
   if (wantsRestart(policy, exit.exitCode)) {
     // From the exit, not from when we noticed it (an engine clock ahead of ours counts as now).
     const at = Math.min(exit.finishedAt ?? now, now) + restartDelayMs(failures, b);
@@ -64,7 +58,7 @@ export function countExit(
  * The record after a failed attempt, counted like an exit with `error` as the reason: a failed
  * deploy of a missing instance delays the next deploy, a failed start the next start.
  */
-export function countFailure(record: InstanceRecord, error: string, kind: "deploy" | "start", now: number, b: RestartBackoff): InstanceRecord {
+export function countFailure<R extends RestartRecord>(record: R, error: string, kind: "deploy" | "start", now: number, b: RestartBackoff): R {
   const failures = record.failures + 1;
   const at = now + restartDelayMs(failures, b);
   const field = kind === "deploy" ? "nextDeployAt" : "nextAttemptAt";
