@@ -243,18 +243,23 @@ export class LeaderElector implements Elector {
           return this.won(lease, holder.createRevision, sentAt);
         }
         await this.dropPendingLease();
-        if (holder) {
+        // Every elector attaches its lease to the key, so a key without one was written by something
+        // else (an older Capstan, a hand-made put) and would never expire: nobody could ever lead.
+        // It is taken over in place, compared on its createRevision so that only that key is.
+        const orphan = holder !== null && holder.lease === undefined ? holder : undefined;
+        if (holder && !orphan) {
           if (this.current !== "following") this.log.info({ leader: holder.value }, "following");
           this.current = "following";
           await this.waitForVacancy(readAt, signal);
           continue;
         }
+        if (orphan) this.log.warn({ holder: orphan.value }, "the leader key has no lease and would never expire; taking it over");
         const sentAt = this.clock.now();
         const lease = await this.call(this.store.grantLease(this.ttlSeconds), "grant lease", signal);
         this.pendingLease = { lease, sentAt };
         const res = await this.call(
           this.store.txn(
-            [{ key: this.key, target: "createRevision", equals: 0 }],
+            [{ key: this.key, target: "createRevision", equals: orphan?.createRevision ?? 0 }],
             [{ type: "put", key: this.key, value: this.identity, lease: lease.id }],
           ),
           "create leader key",
@@ -262,8 +267,9 @@ export class LeaderElector implements Elector {
         );
         if (res.succeeded) {
           this.pendingLease = undefined;
-          // A put that creates a key sets its createRevision to the transaction's revision.
-          return this.won(lease, res.revision, sentAt);
+          // A put that creates a key sets its createRevision to the transaction's revision; one that
+          // takes over an orphan keeps the orphan's.
+          return this.won(lease, orphan?.createRevision ?? res.revision, sentAt);
         }
         await this.dropPendingLease();
         this.current = "following";

@@ -280,3 +280,35 @@ describe("leader election on the embedded store", () => {
     }
   });
 });
+
+describe("a leader key without a lease", () => {
+  // Written by something other than an elector (an older Capstan, a hand-made put): it would never
+  // expire, so without a takeover no process could ever lead again.
+  it("is taken over in place on both stores, and the new leader's fence holds", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "capstan-election-"));
+    const stores: Store[] = [new SqliteStore({ path: join(dir, "state.db") }), new EtcdStore({ endpoints: loadServices().etcdEndpoints })];
+    try {
+      for (const store of stores) {
+        const key = `/platform/test/${uniqueName("orphan-leader")}`;
+        await store.put(key, "an-old-process");
+        const orphan = (await store.get(key))!;
+        expect(orphan.lease).toBeUndefined();
+        const a = new LeaderElector({ store, key, identity: "a", ttlSeconds: 3, renewDeadlineMs: 2_000, retryPeriodMs: 500 });
+        a.start({ onStartedLeading: () => {}, onStoppedLeading: () => {} });
+        expect(await eventually(() => a.state() === "leading", 5_000)).toBe(true);
+        const now = (await store.get(key))!;
+        expect(now.value).toBe("a");
+        expect(now.lease).toBeDefined();
+        expect(now.createRevision).toBe(orphan.createRevision);
+        const fenced = fencedStore(store, () => a.fence());
+        expect((await fenced.put(`${key}-data`, "x")).succeeded).toBe(true);
+        await a.stop(); // revokes the lease: the key is gone, not left behind again
+        expect(await store.get(key)).toBeNull();
+        await store.delete(`${key}-data`);
+      }
+    } finally {
+      for (const store of stores) await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
