@@ -4,18 +4,15 @@
 // again, the old copy there is removed: one pod per instance, nowhere a duplicate. The engine is
 // started again whatever happens (afterAll), since other tests share it.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { servicesCommand } from "../../helpers/services.ts";
 import { DriftHarness } from "./harness.ts";
 
 const h = new DriftHarness({ nodeTimeoutMs: 3_000 });
-let stopped = false;
 
 beforeAll(async () => {
   await h.start();
 }, 60_000);
 
 afterAll(async () => {
-  if (stopped) await servicesCommand("start-engine", "n2");
   await h.cleanup();
 }, 120_000);
 
@@ -31,10 +28,8 @@ describe("a node unreachable past -node-timeout", () => {
     const kept = statefulBefore.find((a) => a.c.node === "n2")!;
     expect(lost).toBeDefined();
     expect(kept).toBeDefined();
-
-    stopped = true;
     const t0 = Date.now();
-    await servicesCommand("stop-engine", "n2");
+    await h.stopEngine("n2");
     const moved = await h.until("the plain instance running on n1", async () => {
       const a = await h.actual(plain);
       return a.find((x) => x.instance === lost.instance && x.c.node === "n1" && x.c.state === "running" && x.drift === 1);
@@ -48,8 +43,7 @@ describe("a node unreachable past -node-timeout", () => {
     expect((await h.status(stateful))!.pods[kept.instance]!.node).toBe("n2");
     await h.driftTasksDone(30_000);
 
-    await servicesCommand("start-engine", "n2");
-    stopped = false;
+    await h.startEngine("n2");
     const plainAfter = await h.running(plain, 2, 60_000);
     expect(plainAfter.map((a) => a.c.node)).toEqual(["n1", "n1"]);
     expect(plainAfter.find((a) => a.instance === lost.instance)!.c.id).toBe(moved.c.id);

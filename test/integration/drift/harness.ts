@@ -18,7 +18,7 @@ import { silentLogger } from "../../../runtime/log.ts";
 import { Manager } from "../../../runtime/manager.ts";
 import { startEtcd, type EtcdProcess } from "../../helpers/etcd-process.ts";
 import { pollUntil } from "../../helpers/poll.ts";
-import { loadServices, uniqueName } from "../../helpers/services.ts";
+import { loadServices, servicesCommand, uniqueName } from "../../helpers/services.ts";
 
 export const services = loadServices();
 
@@ -88,8 +88,23 @@ export class DriftHarness {
     this.manager = undefined;
   }
 
-  /** Stop the orchestrator, remove every container this harness's groups made, stop the private etcd. */
+  /** Engines this harness stopped and has not started again: cleanup starts them, whatever failed. */
+  private readonly stoppedEngines = new Set<string>();
+
+  /** Stop a shared engine (scripts/services stop-engine); cleanup restarts it if the test does not. */
+  async stopEngine(node: string): Promise<void> {
+    this.stoppedEngines.add(node);
+    await servicesCommand("stop-engine", node);
+  }
+
+  async startEngine(node: string): Promise<void> {
+    await servicesCommand("start-engine", node);
+    this.stoppedEngines.delete(node);
+  }
+
+  /** Start any engine left stopped, stop the orchestrator, remove every container this harness's groups made, stop the private etcd. */
   async cleanup(): Promise<void> {
+    for (const node of [...this.stoppedEngines]) await this.startEngine(node);
     await this.stopOrchestrator();
     const mine = (await this.cluster.listContainers(undefined, { all: true, filters: { label: [labelKeys.podGroup] } })).filter((c) =>
       (c.labels[labelKeys.podGroup] ?? "").startsWith(this.namePrefix),

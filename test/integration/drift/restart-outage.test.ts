@@ -4,19 +4,16 @@
 // then the auto drift moves it with a higher drift count; once the node answers again the
 // replacement survives and the old copy is removed. The engine is started again whatever happens.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { servicesCommand } from "../../helpers/services.ts";
 import { DriftHarness } from "./harness.ts";
 
 const nodeTimeoutMs = 8_000;
 const h = new DriftHarness({ nodeTimeoutMs });
-let stopped = false;
 
 beforeAll(async () => {
   await h.start();
 }, 60_000);
 
 afterAll(async () => {
-  if (stopped) await servicesCommand("start-engine", "n2");
   await h.cleanup();
 }, 120_000);
 
@@ -29,8 +26,7 @@ describe("orchestrator restarted while a node is down", () => {
     expect(lost).toBeDefined();
 
     await h.stopOrchestrator();
-    stopped = true;
-    await servicesCommand("stop-engine", "n2");
+    await h.stopEngine("n2");
     const t0 = Date.now();
     await h.startOrchestrator();
 
@@ -52,8 +48,7 @@ describe("orchestrator restarted while a node is down", () => {
     expect(Date.now() - t0).toBeGreaterThanOrEqual(nodeTimeoutMs - 1_000);
     await h.driftTasksDone(30_000);
 
-    await servicesCommand("start-engine", "n2");
-    stopped = false;
+    await h.startEngine("n2");
     const after = await h.running(g, 2, 60_000);
     expect(after.map((a) => a.c.node)).toEqual(["n1", "n1"]);
     expect(after.find((a) => a.instance === lost.instance)!.c.id).toBe(moved.c.id);

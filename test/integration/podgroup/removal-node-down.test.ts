@@ -5,18 +5,15 @@
 // with scripts/services and started again whatever happens.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { keys } from "../../../api/resources/keys.ts";
-import { servicesCommand } from "../../helpers/services.ts";
 import { DriftHarness } from "../drift/harness.ts";
 
 const h = new DriftHarness();
-let stopped = false;
 
 beforeAll(async () => {
   await h.start();
 }, 60_000);
 
 afterAll(async () => {
-  if (stopped) await servicesCommand("start-engine", "n2");
   await h.cleanup();
 }, 120_000);
 
@@ -27,9 +24,7 @@ describe("removing a PodGroup while a node is down", () => {
     const pinned = h.name("pinned");
     await h.create(pinned, 2, { filters: ["node==n1"] });
     await h.running(pinned, 2);
-
-    stopped = true;
-    await servicesCommand("stop-engine", "n2");
+    await h.stopEngine("n2");
     await h.until("n2 unreachable", async () => (await h.nodes()).find((n) => n.name === "n2" && n.state === "unreachable"), 30_000);
     expect((await h.call("DELETE", `/api/podgroups?name=${pinned}`)).status).toBe(202);
     await h.until("removed although n2 is down", async () => (await gone(pinned)) && (await h.actual(pinned)).length === 0, 20_000);
@@ -46,8 +41,7 @@ describe("removing a PodGroup while a node is down", () => {
       return s?.lastError.includes("waiting for node n2") && (await h.actual(later)).length === 0 ? s : undefined;
     }, 20_000);
     expect(waiting.state).toBe("removing");
-    await servicesCommand("start-engine", "n2");
-    stopped = false;
+    await h.startEngine("n2");
     await h.until("removed once n2 answers", () => gone(later), 30_000);
   }, 150_000);
 });
