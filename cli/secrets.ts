@@ -22,8 +22,9 @@ export function installSecrets(ctx: ServeContext, settings: SecretsSettings): vo
   const { store, cluster, manager, elector, log } = ctx;
   if (!cluster) throw new Error("the secrets service needs -cluster (Secret-sync installs files into containers)");
   const registry = manager.registry;
-  const { app, vault } = createSecretsService({ store, consoleUrl: settings.consoleUrl, log });
+  const { app, vault, informers } = createSecretsService({ store, consoleUrl: settings.consoleUrl, log, registry });
   manager.app.route("/", app);
+  for (const informer of informers) manager.addInformer(informer);
 
   const sync = createSecretSyncController({
     store: fencedStore(store, () => elector.fence()),

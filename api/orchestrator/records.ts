@@ -7,6 +7,7 @@ import { randomUUID } from "node:crypto";
 import type { Store } from "../../adapters/store/store.ts";
 import { listAll } from "../../adapters/store/list-all.ts";
 import type { Informer } from "../../runtime/informer.ts";
+import { ReadYourWrites } from "../../runtime/read-your-writes.ts";
 import { keys } from "../resources/keys.ts";
 import type { PodGroupWithSpec, StoredPodGroup } from "../resources/podgroup.ts";
 import type { RefreshTask } from "../resources/task.ts";
@@ -132,34 +133,25 @@ function withStatus(spec: StoredPodGroup, status: CachedStatus | null): PodGroup
  * cost up to its interval per GET.
  */
 export class PodGroupReader {
-  /**
-   * The revision of this replica's last write of each group, kept until the spec cache has
-   * reached it (then it is redundant: the cache only moves forward). Invariant: every entry whose
-   * revision is above the cache's revision is kept.
-   */
-  private readonly written = new Map<string, number>();
-  /** Highest revision in `written` ever (for _all). */
-  private writtenRevision = 0;
+  /** This replica's spec writes, per group name, against the spec cache. */
+  private readonly writes: ReadYourWrites;
 
   constructor(
     private readonly store: Store,
     private readonly specs: Informer<StoredPodGroup>,
     private readonly statuses: Informer<CachedStatus> | undefined,
-    private readonly catchUpMs = 1_000,
-  ) {}
+    catchUpMs = 1_000,
+  ) {
+    this.writes = new ReadYourWrites(specs, catchUpMs);
+  }
 
   /** After a write of `name`'s spec through this replica (POST, PATCH, DELETE): later GETs reflect it. */
   wrote(name: string, revision: number): void {
-    if (revision > (this.written.get(name) ?? 0)) this.written.set(name, revision);
-    if (revision > this.writtenRevision) this.writtenRevision = revision;
-    if (this.written.size > sweepAbove) this.sweep();
+    this.writes.wrote(name, revision);
   }
 
   async get(name: string): Promise<PodGroupWithSpec | null> {
-    if (!(await this.current(this.written.get(name) ?? 0))) return getPodGroupWithStatus(this.store, name);
-    // Reached: the cache holds it from now on (unless a newer write came in meanwhile).
-    const mark = this.written.get(name);
-    if (mark !== undefined && mark <= this.specs.cacheRevision()) this.written.delete(name);
+    if (!(await this.current(name))) return getPodGroupWithStatus(this.store, name);
     const spec = this.specs.get(keys.podGroup(name));
     if (spec === undefined) return getPodGroupWithStatus(this.store, name);
     return withStatus(spec, this.statuses!.get(keys.podGroupStatusOf(name)) ?? null);
@@ -167,7 +159,7 @@ export class PodGroupReader {
 
   /** Every group with its status, in name order (the store's key order: names are ASCII). */
   async list(): Promise<PodGroupWithSpec[]> {
-    if (!(await this.current(this.writtenRevision))) return listPodGroupsWithStatus(this.store);
+    if (!(await this.current())) return listPodGroupsWithStatus(this.store);
     const statuses = this.statuses!;
     return this.specs
       .list()
@@ -175,22 +167,9 @@ export class PodGroupReader {
       .map((spec) => withStatus(spec, statuses.get(keys.podGroupStatusOf(spec.name)) ?? null));
   }
 
-  /** True when both caches are synced and the spec cache reflects `revision` (in time). */
-  private async current(revision: number): Promise<boolean> {
-    if (this.statuses === undefined || !this.specs.hasSynced() || !this.statuses.hasSynced()) return false;
-    if (this.specs.cacheRevision() >= revision) return true;
-    return this.specs.waitForRevision(revision, undefined, this.catchUpMs).then(
-      () => true,
-      () => false,
-    );
-  }
-
-  /** Drops the entries the cache has reached (groups written and never read back here). */
-  private sweep(): void {
-    const reached = this.specs.cacheRevision();
-    for (const [name, revision] of this.written) if (revision <= reached) this.written.delete(name);
+  /** True when both caches are synced and the spec cache reflects this replica's writes of `name` (of all, without it). */
+  private current(name?: string): Promise<boolean> | false {
+    if (this.statuses === undefined || !this.statuses.hasSynced()) return false;
+    return this.writes.caughtUp(name);
   }
 }
-
-/** `written` is swept when it grows past this: one pass per this many writes at most, in steady state. */
-const sweepAbove = 1_000;

@@ -1,6 +1,7 @@
-// Reading secrets back: list the app's (or the proc's) keys and decrypt each under its own address.
-// Shared by GET /v2/secrets and the Secret-sync controller, which runs in the same process and
-// reads the store directly instead of calling itself over HTTP.
+// Reading secrets back from the store: list the app's (or the proc's) keys and decrypt each under
+// its own address. The Secret-sync controller reads this way (it runs in the same process and reads
+// the store directly instead of calling itself over HTTP); GET /v2/secrets reads its SecretCache
+// (cache.ts), which falls back to these when the cache is behind or has no record.
 import type { Store } from "../../adapters/store/store.ts";
 import { DecryptError } from "./crypto.ts";
 import { appSecretsPrefix, parseSecretKey, procSecretsPrefix, secretKey, type SecretRecord } from "./record.ts";
@@ -38,7 +39,8 @@ export async function readSecret(store: Store, vault: Vault, app: string, proc: 
   return [decryptEntry(vault, { app, proc, path }, kv.value, kv.modRevision)];
 }
 
-function decryptEntry(vault: Vault, address: { app: string; proc: string; path: string }, value: string, modRevision: number): SecretEntry {
+/** Decrypts one stored value under its own address; SecretIntegrityError when it does not belong there. */
+export function decryptEntry(vault: Vault, address: { app: string; proc: string; path: string }, value: string, modRevision: number): SecretEntry {
   try {
     return { ...address, ...vault.decrypt(address.app, address.proc, address.path, value), modRevision };
   } catch (e) {
@@ -56,5 +58,10 @@ export async function readSecrets(store: Store, vault: Vault, app: string, proc?
     if (address === null || address.app !== app) continue;
     entries.push(decryptEntry(vault, address, kv.value, kv.modRevision));
   }
+  return sortEntries(entries);
+}
+
+/** Sorts by proc, then path (the order every GET answers in), in place. */
+export function sortEntries(entries: SecretEntry[]): SecretEntry[] {
   return entries.sort((a, b) => (a.proc === b.proc ? (a.path < b.path ? -1 : a.path > b.path ? 1 : 0) : a.proc < b.proc ? -1 : 1));
 }

@@ -10,57 +10,19 @@ import { serve, type ServerType } from "@hono/node-server";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EtcdStore } from "../../../adapters/store/etcd.ts";
-import type { Store } from "../../../adapters/store/store.ts";
 import { decodePodGroupStatus, decodeStoredPodGroup, orchestratorInformers, type CachedStatus } from "../../../api/orchestrator/informers.ts";
 import { createPodGroupApi } from "../../../api/orchestrator/podgroups.ts";
 import { PodGroupReader } from "../../../api/orchestrator/records.ts";
 import { keys } from "../../../api/resources/keys.ts";
 import type { PodGroupWithSpec, StoredPodGroup } from "../../../api/resources/podgroup.ts";
 import { Informer } from "../../../runtime/informer.ts";
-import type { ListWatchSource, WatchHandlersLike } from "../../../runtime/listwatch.ts";
 import { loadServices, uniqueName } from "../../helpers/services.ts";
+import { CountingStore, lateWatch } from "../../helpers/store-doubles.ts";
 
 const run = uniqueName("apicache");
 const n = (suffix: string) => `${run}-${suffix}`;
 const q = (params: Record<string, string>) => `/api/podgroups?${new URLSearchParams(params).toString()}`;
 const watchDelayMs = 400;
-
-/** The store's list and watch, with every watch delivery (events, progress) `delayMs` late, in order. */
-function lateWatch(store: Store, delayMs: number): ListWatchSource {
-  return {
-    list: (prefix, options) => store.list(prefix, options),
-    revision: () => store.revision(),
-    watch(prefix, fromRevision, handlers: WatchHandlersLike) {
-      const later = (f: () => void) => setTimeout(f, delayMs);
-      return store.watch(prefix, fromRevision, {
-        onEvents: (events) => later(() => handlers.onEvents(events)),
-        onProgress: (revision) => later(() => handlers.onProgress?.(revision)),
-        onError: (error) => later(() => handlers.onError(error)),
-      });
-    },
-  };
-}
-
-/** Counts the store reads a GET makes (get and list), to tell a cache answer from a store answer. */
-class CountingStore {
-  reads = 0;
-  readonly store: Store;
-  constructor(inner: Store) {
-    this.store = new Proxy(inner, {
-      get: (target, prop, receiver) => {
-        const value = Reflect.get(target, prop, receiver) as unknown;
-        if (typeof value !== "function") return value;
-        if (prop === "get" || prop === "list") {
-          return (...args: unknown[]) => {
-            this.reads++;
-            return (value as (...a: unknown[]) => unknown).apply(target, args);
-          };
-        }
-        return (value as (...a: unknown[]) => unknown).bind(target);
-      },
-    });
-  }
-}
 
 function groupSpec(name: string, over: Record<string, unknown> = {}) {
   return { name, namespace: "test", numInstances: 0, restartPolicy: "never", pod: { namespace: "test", containers: [{ image: "capstan/busybox:latest" }] }, ...over };

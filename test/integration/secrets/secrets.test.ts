@@ -60,11 +60,20 @@ beforeAll(async () => {
   tokens.admin = console_.admin.token;
   for (const t of Object.values(tokens)) secretStrings.push(t);
   service = createSecretsService({ store, consoleUrl: console_.base, log });
+  // GETs read the record cache once it has synced (before, and whenever it is behind, the store).
+  for (const informer of service.informers) informer.start();
+  for (const informer of service.informers) await informer.waitForSync();
   served = await serveApp(service.app);
 });
 
+/** Writes made outside the service (straight to the store) show in its GETs once its watch delivers them. */
+const cacheReaches = async (revision: number) => {
+  for (const informer of service.informers) await informer.waitForRevision(revision);
+};
+
 afterAll(async () => {
   await served?.close();
+  for (const informer of service?.informers ?? []) await informer.stop();
   await console_?.stop();
   await store?.close();
   await etcd?.stop();
@@ -182,15 +191,15 @@ describe("secrets", () => {
   it("binds a value to its address: a copy elsewhere fails the read with 500 naming it", async () => {
     const original = (await store.get(secretKey(appA, procA, "conf/app.yaml")))!;
     const moved = secretKey(appA, procA, "conf/stolen.yaml");
-    await store.put(moved, original.value);
+    await cacheReaches((await store.put(moved, original.value)).revision);
     try {
       const a = await api("GET", q({ app: appA, proc: procA }), { token: tokens.alice });
       expect(a.status).toBe(500);
       expect(a.body.error).toMatch(/conf\/stolen\.yaml/);
       expect(a.text).not.toContain(contentA);
       // Copied into another app: B's read fails too, A's own record stays readable.
-      await store.delete(moved);
-      await store.put(secretKey(appB, procB, "conf/app.yaml"), original.value);
+      await cacheReaches((await store.delete(moved)).revision);
+      await cacheReaches((await store.put(secretKey(appB, procB, "conf/app.yaml"), original.value)).revision);
       expect((await api("GET", q({ app: appB }), { token: tokens.bob })).status).toBe(500);
       expect((await api("GET", q({ app: appA, proc: procA }), { token: tokens.alice })).status).toBe(200);
     } finally {
