@@ -39,14 +39,7 @@ export async function readJson(c: Context, options: ReadJsonOptions = {}): Promi
       { path: "content-encoding", message: "not supported" },
     ]);
   }
-  const tooLarge = () =>
-    badRequest(`request body exceeds ${describeLimit(limit)}`, [{ path: "body", message: `larger than ${limit} bytes` }]);
-  // A declared length over the limit is refused before reading a byte.
-  const declared = Number(c.req.header("content-length") ?? NaN);
-  if (declared > limit) throw tooLarge();
-
-  const incoming = nodeRequestOf(c);
-  const bytes = incoming ? await readIncoming(incoming, limit, tooLarge) : await readLimited(c.req.raw.body, limit, tooLarge);
+  const bytes = await readBodyBytes(c, limit);
   if (bytes.length === 0) throw badRequest("request body is empty; expected JSON", [{ path: "body", message: "is empty" }]);
   let text: string;
   try {
@@ -60,6 +53,17 @@ export async function readJson(c: Context, options: ReadJsonOptions = {}): Promi
     const reason = e instanceof Error ? e.message : String(e);
     throw badRequest(`malformed JSON: ${reason}`, [{ path: "body", message: `malformed JSON: ${reason}` }]);
   }
+}
+
+/** The raw request body, at most `limit` bytes (a 400 naming the limit beyond, the rest unread). */
+export async function readBodyBytes(c: Context, limit: number): Promise<Uint8Array> {
+  const tooLarge = () =>
+    badRequest(`request body exceeds ${describeLimit(limit)}`, [{ path: "body", message: `larger than ${limit} bytes` }]);
+  // A declared length over the limit is refused before reading a byte.
+  const declared = Number(c.req.header("content-length") ?? NaN);
+  if (declared > limit) throw tooLarge();
+  const incoming = nodeRequestOf(c);
+  return incoming ? readIncoming(incoming, limit, tooLarge) : readLimited(c.req.raw.body, limit, tooLarge);
 }
 
 /** Read and validate a JSON body with `schema`; `what` names it in messages ("PodGroupSpec"). */

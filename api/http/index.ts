@@ -16,6 +16,6 @@ export {
   type ErrorStatus,
   type NotAllowedReason,
 } from "./errors.ts";
-export { maxJsonBodyBytes, readJson, readJsonBody, type ReadJsonOptions } from "./body.ts";
+export { maxJsonBodyBytes, readBodyBytes, readJson, readJsonBody, type ReadJsonOptions } from "./body.ts";
 export { parseQuery, queryBoolean, queryCount } from "./query.ts";
 export { detailsOf, formatPath, invalid, parseWith } from "./validation.ts";

@@ -9,7 +9,7 @@
 //         not ending in "/" (it names a file)
 //   mode  octal, 3 or 4 digits; owner and group: a user/group name or a numeric id
 import { z } from "zod";
-import { badRequest, parseQuery } from "../http/index.ts";
+import { badRequest, parseQuery, readBodyBytes } from "../http/index.ts";
 import { appNamePattern } from "../console/records.ts";
 import type { Context } from "hono";
 import type { SecretRecord } from "./record.ts";
@@ -89,33 +89,7 @@ export function recordFromBody(text: string): SecretRecord {
 
 /** The body as UTF-8 text, at most 1 MiB (400 beyond, the rest unread). */
 export async function readBodyText(c: Context): Promise<string> {
-  const tooLarge = () => badRequest(`request body exceeds 1 MiB`, [{ path: "body", message: `larger than ${maxBodyBytes} bytes` }]);
-  const declared = Number(c.req.header("content-length") ?? NaN);
-  if (declared > maxBodyBytes) throw tooLarge();
-  // A declared length within the limit is what the HTTP parser will deliver, no more: read it in
-  // one go (the server's fast path). Without one (chunked), count while streaming.
-  if (Number.isSafeInteger(declared)) return decodeUtf8(new Uint8Array(await c.req.raw.arrayBuffer()));
-  const body = c.req.raw.body;
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  if (body !== null) {
-    const reader = body.getReader();
-    try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        size += value.byteLength;
-        if (size > maxBodyBytes) {
-          await reader.cancel().catch(() => {});
-          throw tooLarge();
-        }
-        chunks.push(value);
-      }
-    } finally {
-      reader.releaseLock();
-    }
-  }
-  return decodeUtf8(Buffer.concat(chunks));
+  return decodeUtf8(await readBodyBytes(c, maxBodyBytes));
 }
 
 function decodeUtf8(bytes: Uint8Array): string {

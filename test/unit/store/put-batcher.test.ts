@@ -94,9 +94,63 @@ describe("PutBatcher", () => {
     await expect(next).resolves.toBe(9);
   });
 
-  it("refuses limits below one", () => {
+  it("under load, waits for the writers just answered: sends once as many puts are queued as the last transaction carried plus those waiting", async () => {
+    const store = new HeldTxn();
+    const b = new PutBatcher(store, { lingerMs: 60_000 });
+    const first = ["/a", "/b", "/c"].map((k) => b.put(k, "1"));
+    await turn();
+    const waiting = b.put("/d", "1"); // queued while the first is in flight
+    store.calls[0]!.answer({ succeeded: true, revision: 1 });
+    await Promise.all(first);
+    await turn();
+    expect(store.calls).toHaveLength(1); // 3 answered + 1 waiting: lingers for 4 queued
+    const more = ["/e", "/f"].map((k) => b.put(k, "1"));
+    await turn();
+    expect(store.calls).toHaveLength(1);
+    more.push(b.put("/g", "1")); // the fourth
+    await turn();
+    expect(store.calls.map((c) => c.keys)).toEqual([["/a", "/b", "/c"], ["/d", "/e", "/f", "/g"]]);
+    store.calls[1]!.answer({ succeeded: true, revision: 2 });
+    expect(await Promise.all([waiting, ...more])).toEqual([2, 2, 2, 2]);
+  });
+
+  it("under load, sends what came after lingerMs; idle, or with lingerMs 0, sends at once", async () => {
+    const store = new HeldTxn();
+    const b = new PutBatcher(store, { lingerMs: 40 });
+    const first = ["/a", "/b", "/c"].map((k) => b.put(k, "1"));
+    await turn();
+    store.calls[0]!.answer({ succeeded: true, revision: 1 });
+    await Promise.all(first);
+    const started = performance.now();
+    const lone = b.put("/d", "1");
+    await turn();
+    expect(store.calls).toHaveLength(1);
+    while (store.calls.length < 2) await new Promise((r) => setTimeout(r, 5));
+    expect(performance.now() - started).toBeGreaterThanOrEqual(35);
+    store.calls[1]!.answer({ succeeded: true, revision: 2 });
+    await lone;
+    // The last transaction carried one put: idle, the next goes this turn.
+    const next = b.put("/e", "1");
+    await turn();
+    expect(store.calls).toHaveLength(3);
+    store.calls[2]!.answer({ succeeded: true, revision: 3 });
+    await next;
+
+    const eager = new HeldTxn();
+    const e = new PutBatcher(eager, { lingerMs: 0 });
+    const three = ["/a", "/b", "/c"].map((k) => e.put(k, "1"));
+    await turn();
+    eager.calls[0]!.answer({ succeeded: true, revision: 1 });
+    await Promise.all(three);
+    void e.put("/d", "1");
+    await turn();
+    expect(eager.calls).toHaveLength(2);
+  });
+
+  it("refuses limits below one and a negative linger", () => {
     const store = new HeldTxn();
     expect(() => new PutBatcher(store, { maxOps: 0 })).toThrow(RangeError);
     expect(() => new PutBatcher(store, { maxBytes: 0 })).toThrow(RangeError);
+    expect(() => new PutBatcher(store, { lingerMs: -1 })).toThrow(RangeError);
   });
 });
