@@ -35,12 +35,17 @@ function nextNonce(): Buffer {
   return nonce;
 }
 
-export function encrypt(key: Buffer, aad: string, plaintext: Buffer): string {
+/** Encrypts `plaintext` (one buffer, or parts that form it in order) into the stored form. */
+export function encrypt(key: Buffer, aad: string, plaintext: Buffer | readonly Buffer[]): string {
   const nonce = nextNonce();
   const cipher = createCipheriv("aes-256-gcm", key, nonce, { authTagLength: tagBytes });
   cipher.setAAD(Buffer.from(aad, "utf8"));
-  const body = Buffer.concat([cipher.update(plaintext), cipher.final()]);
-  return prefix + Buffer.concat([nonce, body, cipher.getAuthTag()]).toString("base64");
+  // One join of nonce, ciphertext parts and tag: every copy of a large record is felt in the
+  // service's CPU per PUT (allocation and GC), bench:secrets 16 KiB.
+  const out = [nonce];
+  for (const part of Buffer.isBuffer(plaintext) ? [plaintext] : plaintext) out.push(cipher.update(part));
+  out.push(cipher.final(), cipher.getAuthTag());
+  return prefix + Buffer.concat(out).toString("base64");
 }
 
 export function decrypt(key: Buffer, aad: string, value: string): Buffer {

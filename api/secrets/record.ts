@@ -41,9 +41,13 @@ export function parseSecretKey(key: string): { app: string; proc: string; path: 
   }
 }
 
-export function encodePlaintext(record: SecretRecord, updatedAt: string): Buffer {
+/**
+ * The plaintext as its two parts, header line and content, which encrypt() takes in turn: the
+ * content (up to 1 MiB) is not copied into a joined buffer first.
+ */
+export function encodePlaintext(record: SecretRecord, updatedAt: string): [Buffer, Buffer] {
   const header = JSON.stringify({ owner: record.owner, group: record.group, mode: record.mode, updatedAt });
-  return Buffer.concat([Buffer.from(`${header}\n`, "utf8"), Buffer.from(record.content, "utf8")]);
+  return [Buffer.from(`${header}\n`, "utf8"), Buffer.from(record.content, "utf8")];
 }
 
 export function decodePlaintext(plaintext: Buffer): SecretRecord & { updatedAt: string } {

@@ -31,9 +31,15 @@ describe("secret encryption", () => {
 });
 
 describe("secret records", () => {
+  it("encrypts parts as the message they form", () => {
+    const aad = aadOf("a", "a.web.w", "p");
+    const parts = [Buffer.from("header\n"), Buffer.from("content")];
+    expect(decrypt(key, aad, encrypt(key, aad, parts))).toEqual(Buffer.from("header\ncontent"));
+  });
+
   it("keeps content bytes exactly, newlines and NULs included", () => {
     const record = { content: "line1\nline2\u0000\n{\"x\":1}\n", owner: "root", group: "root", mode: "0640" };
-    expect(decodePlaintext(encodePlaintext(record, "2026-01-01T00:00:00.000Z"))).toEqual({ ...record, updatedAt: "2026-01-01T00:00:00.000Z" });
+    expect(decodePlaintext(Buffer.concat(encodePlaintext(record, "2026-01-01T00:00:00.000Z")))).toEqual({ ...record, updatedAt: "2026-01-01T00:00:00.000Z" });
   });
 
   it("encodes the path as one key segment and parses it back", () => {
