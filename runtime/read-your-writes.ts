@@ -4,8 +4,9 @@
 // Every write the API makes is noted with the store revision it committed at, under an id (a
 // PodGroup's name, a secret's app). A read of an id first asks caughtUp(id): true once the cache is
 // synced and reflects every noted write of that id, waiting at most `catchUpMs` for the watch to
-// deliver it; false when the cache is behind (not synced, watch down or relisting), and the caller
-// then reads the store instead. Waiting per id rather than for the replica's latest write keeps a
+// deliver it; false when the cache is not synced or does not reach those writes in time (watch
+// down or relisting), and the caller then reads the store instead. A cache behind writes made
+// elsewhere is not detected here: those show once the watch delivers them. Waiting per id rather than for the replica's latest write keeps a
 // read of one id from queueing behind the watch events of other ids' writes under a busy mix.
 //
 // Invariant: every mark whose revision is above the cache's revision is kept. A mark at or below

@@ -126,10 +126,7 @@ export function createSecretsService(opts: SecretsServiceOptions): SecretsServic
     const token = admit(c);
     const q = parseGetQuery(c);
     await authorize(token, q.app, false);
-    // One address given in full is one key; otherwise every record of the app or the proc.
-    const entries = q.proc !== undefined && q.path !== undefined ? await cache.readOne(q.app, q.proc, q.path) : await cache.read(q.app, q.proc);
-    const shown = entries
-      .filter((e) => q.path === undefined || e.path === q.path)
+    const shown = (await cache.read(q.app, q.proc, q.path))
       .map((e) => ({ path: e.path, content: e.content, owner: e.owner, group: e.group, mode: e.mode, proc: e.proc }));
     return c.json(shown);
   });
@@ -143,7 +140,7 @@ export function createSecretsService(opts: SecretsServiceOptions): SecretsServic
     // means the record existed and is now deleted (no read before the write).
     const { succeeded: absent, revision } = await store.txn([{ key, target: "createRevision", equals: 0 }], [], [{ type: "delete", key }]);
     const existed = !absent;
-    if (existed) cache.wrote(q.app, revision);
+    if (existed || cache.holds(key)) cache.wrote(q.app, revision);
     log.info({ app: q.app, proc: q.proc, op: "delete", existed }, "secret deleted");
     return c.json({ app: q.app, proc: q.proc, path: q.path, deleted: existed });
   });

@@ -11,11 +11,14 @@
 // - read-your-own-writes on a replica: PUT and DELETE note their revision per app (wrote); a GET of
 //   the app waits until the cache reflects them (ReadYourWrites), so it never answers older than a
 //   write this replica acknowledged;
-// - a miss is confirmed by the store: an app or proc with no cached record is read from the store,
-//   so a record written through another replica a moment ago is never answered as absent;
-// - when the cache is behind (not synced, or the watch does not deliver within the catch-up bound),
+// - a miss is confirmed by the store: a GET that finds no cached record for its app, proc and path
+//   reads the store, so a record written through another replica a moment ago is never answered
+//   as absent;
+// - when the cache is not synced, or does not reach this replica's write within the catch-up bound,
 //   the GET reads the store;
-// - otherwise a write through another replica shows here once its watch event arrives (ms).
+// - otherwise a write through another replica shows here once its watch event arrives: normally
+//   milliseconds, but while the watch is broken and not yet detected (up to the informer's
+//   liveness timeout, then a relist) a GET that finds cached records may answer from before it.
 import type { Registry } from "prom-client";
 import type { Store } from "../../adapters/store/store.ts";
 import { Informer } from "../../runtime/informer.ts";
@@ -57,6 +60,9 @@ export class SecretCache {
       name: "secrets",
       source: options.source ?? store,
       prefix: secretsPrefix,
+      // Records may be up to ~1.4 MB stored; a page of 100 stays within a call deadline even then,
+      // where the default 5000 could be gigabytes.
+      pageSize: 100,
       decode: decodeCachedValue,
       ...(options.log !== undefined ? { log: options.log } : {}),
       ...(options.registry !== undefined ? { registry: options.registry } : {}),
@@ -69,21 +75,31 @@ export class SecretCache {
     });
   }
 
-  /** After a write (PUT, or a DELETE that removed a record) of `app` committed at `revision`. */
+  /**
+   * After a write of `app` committed at `revision`: a PUT, a DELETE that removed a record, or a
+   * DELETE that found none while this cache still holds the key (the cache is behind a delete made
+   * elsewhere, and the client was just told the record is gone).
+   */
   wrote(app: string, revision: number): void {
     this.writes.wrote(app, revision);
   }
 
-  /** The record at one address, as zero or one entries. Throws SealedError when sealed. */
-  async readOne(app: string, proc: string, path: string): Promise<SecretEntry[]> {
-    const cached = (await this.writes.caughtUp(app)) ? this.entriesOf(app, proc, path) : [];
-    return cached.length > 0 ? cached : readSecret(this.store, this.vault, app, proc, path);
+  /** True when the cache holds `key` now. */
+  holds(key: string): boolean {
+    return this.informer.get(key) !== undefined;
   }
 
-  /** Every record of `app` (or of one proc), sorted by proc then path. Throws SealedError when sealed. */
-  async read(app: string, proc?: string): Promise<SecretEntry[]> {
-    const cached = (await this.writes.caughtUp(app)) ? this.entriesOf(app, proc) : [];
-    return cached.length > 0 ? cached : readSecrets(this.store, this.vault, app, proc);
+  /**
+   * The records of `app`, of one proc, and/or at one path, sorted by proc then path. Throws
+   * SealedError when sealed. Nothing cached that matches (or a cache that is behind) means a store
+   * read with the same filter: an empty answer always comes from the store.
+   */
+  async read(app: string, proc?: string, path?: string): Promise<SecretEntry[]> {
+    const cached = (await this.writes.caughtUp(app)) ? this.entriesOf(app, proc, path) : [];
+    if (cached.length > 0) return cached;
+    if (proc !== undefined && path !== undefined) return readSecret(this.store, this.vault, app, proc, path);
+    const stored = await readSecrets(this.store, this.vault, app, proc);
+    return path === undefined ? stored : stored.filter((e) => e.path === path);
   }
 
   private entriesOf(app: string, proc?: string, path?: string): SecretEntry[] {

@@ -57,7 +57,7 @@ describe("SecretCache", () => {
     const before = counting.reads;
     expect(contents(await cache.read(app))).toEqual(["a.conf=one"]);
     expect(contents(await cache.read(app, proc))).toEqual(["a.conf=one"]);
-    expect(contents(await cache.readOne(app, proc, "a.conf"))).toEqual(["a.conf=one"]);
+    expect(contents(await cache.read(app, proc, "a.conf"))).toEqual(["a.conf=one"]);
     expect(counting.reads).toBe(before);
     expect(await cache.read(app)).toEqual(await readSecrets(store, vault, app));
   });
@@ -81,14 +81,28 @@ describe("SecretCache", () => {
     expect(contents(await cache.read(app, proc))).toEqual(["a.conf=two"]);
   });
 
+  it("after a DELETE here that found nothing but the cache still holds the key (deleted elsewhere), waits for the cache", async () => {
+    const cache = await startedCache();
+    const key = secretKey(app, proc, "elsewhere.conf");
+    await put(proc, "elsewhere.conf", "x");
+    await cache.informer.waitForRevision(await store.revision());
+    const { revision } = await store.delete(key); // another replica's DELETE
+    expect(cache.holds(key)).toBe(true); // its event is still on the way
+    cache.wrote(app, revision); // what DELETE does when it found nothing and holds(key)
+    expect(contents(await cache.read(app, proc))).toEqual(["a.conf=two"]);
+    expect(cache.holds(key)).toBe(false);
+  });
+
   it("confirms a miss with the store: a record written elsewhere a moment ago is not answered absent", async () => {
     const cache = await startedCache();
     const before = counting.reads;
     const other = `${app}.worker.w`;
     await put(other, "new.conf", "fresh"); // through another replica: no wrote() here
-    expect(contents(await cache.readOne(app, other, "new.conf"))).toEqual(["new.conf=fresh"]);
+    expect(contents(await cache.read(app, other, "new.conf"))).toEqual(["new.conf=fresh"]);
     expect(contents(await cache.read(app, other))).toEqual(["new.conf=fresh"]);
-    expect(counting.reads).toBe(before + 2);
+    // By path alone, while the cache holds other records of the app: still found.
+    expect(contents(await cache.read(app, undefined, "new.conf"))).toEqual(["new.conf=fresh"]);
+    expect(counting.reads).toBe(before + 3);
   });
 
   it("reads the store when the cache does not reach this replica's write within catchUpMs", async () => {
