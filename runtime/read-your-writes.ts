@@ -28,6 +28,12 @@ export class ReadYourWrites {
   private readonly marks = new Map<string, number>();
   /** Highest revision ever noted (what a read of every id must wait for). */
   private latest = 0;
+  /**
+   * A wait for this revision timed out: until the cache passes it, reads that would wait answer
+   * false at once. A watch that is down stays down for seconds, and without this every read with a
+   * pending mark would first sit out the full catchUpMs.
+   */
+  private stuckBelow = 0;
 
   constructor(
     private readonly cache: RevisionedCache,
@@ -48,12 +54,17 @@ export class ReadYourWrites {
   async caughtUp(id?: string): Promise<boolean> {
     if (!this.cache.hasSynced()) return false;
     const revision = id === undefined ? this.latest : (this.marks.get(id) ?? 0);
-    if (this.cache.cacheRevision() < revision) {
+    const cached = this.cache.cacheRevision();
+    if (cached < revision) {
+      if (cached < this.stuckBelow) return false;
       const reached = await this.cache.waitForRevision(revision, undefined, this.catchUpMs).then(
         () => true,
         () => false,
       );
-      if (!reached) return false;
+      if (!reached) {
+        this.stuckBelow = Math.max(this.stuckBelow, revision);
+        return false;
+      }
     }
     // Reached: the cache holds the write from now on (unless a newer one came in meanwhile).
     if (id !== undefined) {

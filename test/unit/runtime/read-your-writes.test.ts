@@ -54,6 +54,25 @@ describe("ReadYourWrites", () => {
     expect(await rw.caughtUp("a")).toBe(true);
   });
 
+  it("after one wait timed out, does not wait again until the cache passes that revision", async () => {
+    const cache = new HandCache();
+    const rw = new ReadYourWrites(cache, 30);
+    rw.wrote("a", 5);
+    rw.wrote("b", 6);
+    expect(await rw.caughtUp("a")).toBe(false); // waited 30 ms: the watch is down
+    let started = performance.now();
+    expect(await rw.caughtUp("b")).toBe(false); // no second wait while the cache is below 5
+    expect(performance.now() - started).toBeLessThan(20);
+    expect(await rw.caughtUp("c")).toBe(true); // nothing pending for c
+    cache.reach(5);
+    started = performance.now();
+    expect(await rw.caughtUp("a")).toBe(true);
+    const b = rw.caughtUp("b"); // past the stuck revision: waits again, and the cache gets there
+    cache.reach(6);
+    expect(await b).toBe(true);
+    expect(performance.now() - started).toBeLessThan(25);
+  });
+
   it("keeps only the newest mark of an id, and a reached mark no longer waits", async () => {
     const cache = new HandCache();
     const rw = new ReadYourWrites(cache, 30);
