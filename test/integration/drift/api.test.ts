@@ -2,20 +2,12 @@
 // both real engines: GET /api/nodes as the node monitor records them (reserved follows a deployed
 // group's limits), and every refusal of PATCH cmd=drift, each answered 400/404 naming the
 // parameter with no task written; an accepted request writes exactly one task.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { DriftTask } from "../../../api/resources/task.ts";
-import { DriftHarness } from "./harness.ts";
+import { useDriftHarness } from "./harness.ts";
 
-const h = new DriftHarness();
+const h = useDriftHarness();
 const MiB = 1 << 20;
-
-beforeAll(async () => {
-  await h.start();
-}, 60_000);
-
-afterAll(async () => {
-  await h.cleanup();
-}, 60_000);
 
 describe("GET /api/nodes", () => {
   it("lists both engines with their capacity and state, and reserved counts a deployed group's limits", async () => {

@@ -2,19 +2,11 @@
 // (3 s here). The node monitor writes one drift task for the outage; the non-stateful group's pod
 // on n2 is deployed on n1 without waiting for n2, the stateful group's stays. When n2 is started
 // again, the old copy there is removed: one pod per instance, nowhere a duplicate. The engine is
-// started again whatever happens (afterAll), since other tests share it.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DriftHarness } from "./harness.ts";
+// started again whatever happens (the harness's clean-up), since other tests share it.
+import { describe, expect, it } from "vitest";
+import { useDriftHarness } from "./harness.ts";
 
-const h = new DriftHarness({ nodeTimeoutMs: 3_000 });
-
-beforeAll(async () => {
-  await h.start();
-}, 60_000);
-
-afterAll(async () => {
-  await h.cleanup();
-}, 120_000);
+const h = useDriftHarness({ nodeTimeoutMs: 3_000 }, 120_000);
 
 describe("a node unreachable past -node-timeout", () => {
   it("has its non-stateful instances drifted elsewhere; once back, its old copies are removed", async () => {

@@ -2,19 +2,11 @@
 // n1 (filter node==n1), so a drift from n1 to n2 can never be placed: the instance stays on n1,
 // "drifting" with "no node fits". Once the task key is deleted, the move is dropped: the very
 // same container runs on, the pod is "running" again with no error, and nothing is retried.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { keys } from "../../../api/resources/keys.ts";
-import { DriftHarness } from "./harness.ts";
+import { useDriftHarness } from "./harness.ts";
 
-const h = new DriftHarness();
-
-beforeAll(async () => {
-  await h.start();
-}, 60_000);
-
-afterAll(async () => {
-  await h.cleanup();
-}, 60_000);
+const h = useDriftHarness();
 
 describe("a drift task deleted before its move could be made", () => {
   it("is cancelled: the instance stays where it runs and stops drifting", async () => {

@@ -6,21 +6,13 @@
 import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DriftHarness, type Actual } from "./harness.ts";
+import { describe, expect, it } from "vitest";
+import { useDriftHarness, type Actual } from "./harness.ts";
 
 const capstan = fileURLToPath(new URL("../../../cli/bin/capstan.mjs", import.meta.url));
 const exec = promisify(execFile);
 
-const h = new DriftHarness();
-
-beforeAll(async () => {
-  await h.start();
-}, 60_000);
-
-afterAll(async () => {
-  await h.cleanup();
-}, 60_000);
+const h = useDriftHarness();
 
 const on = (a: Actual[], node: string) => a.filter((x) => x.c.node === node);
 

@@ -7,21 +7,13 @@
 // first run recorded (1, not 2), nothing of the group left on `from` and no duplicate anywhere.
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { freePort } from "../../../cli/free-port.ts";
-import { DriftHarness, services } from "./harness.ts";
+import { useDriftHarness, services } from "./harness.ts";
 
 const capstan = fileURLToPath(new URL("../../../cli/bin/capstan.mjs", import.meta.url));
 
-const h = new DriftHarness();
-
-beforeAll(async () => {
-  await h.start();
-}, 60_000);
-
-afterAll(async () => {
-  await h.cleanup();
-}, 90_000);
+const h = useDriftHarness({}, 90_000);
 
 describe("drift across an orchestrator restart", () => {
   it("completes after the restart: no duplicates, nothing left on `from`, drift counted once", async () => {

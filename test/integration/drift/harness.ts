@@ -5,6 +5,7 @@
 // assertions read Docker's actual containers. stopOrchestrator()/startOrchestrator() replace the
 // process's manager as a restart would (the store and the engines keep everything).
 import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll } from "vitest";
 import { DockerCluster, EngineUnavailableError, type ContainerSummary } from "../../../adapters/cluster/index.ts";
 import { EtcdStore } from "../../../adapters/store/etcd.ts";
 import { keys } from "../../../api/resources/keys.ts";
@@ -34,6 +35,18 @@ export interface Actual {
 export interface Answer {
   status: number;
   body: Record<string, unknown> & { code?: string; message?: string; details?: { path: string; message: string }[] };
+}
+
+/**
+ * A DriftHarness for one test file: started before its tests, cleaned up after them (engines left
+ * stopped are started again, containers removed). `cleanupMs` bounds the clean-up, which waits for
+ * stopped engines and slow-to-stop pods.
+ */
+export function useDriftHarness(opts: { nodeTimeoutMs?: number } = {}, cleanupMs = 60_000): DriftHarness {
+  const h = new DriftHarness(opts);
+  beforeAll(() => h.start(), 60_000);
+  afterAll(() => h.cleanup(), cleanupMs);
+  return h;
 }
 
 export class DriftHarness {

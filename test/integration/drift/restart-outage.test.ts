@@ -3,19 +3,11 @@
 // redeployed before -node-timeout (the status keeps the pod on the lost node, state unknown);
 // then the auto drift moves it with a higher drift count; once the node answers again the
 // replacement survives and the old copy is removed. The engine is started again whatever happens.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DriftHarness } from "./harness.ts";
+import { describe, expect, it } from "vitest";
+import { useDriftHarness } from "./harness.ts";
 
 const nodeTimeoutMs = 8_000;
-const h = new DriftHarness({ nodeTimeoutMs });
-
-beforeAll(async () => {
-  await h.start();
-}, 60_000);
-
-afterAll(async () => {
-  await h.cleanup();
-}, 120_000);
+const h = useDriftHarness({ nodeTimeoutMs }, 120_000);
 
 describe("orchestrator restarted while a node is down", () => {
   it("redeploys nothing early, drifts at the node timeout, and keeps the replacement when the node returns", async () => {

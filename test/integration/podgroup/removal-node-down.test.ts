@@ -3,19 +3,11 @@
 // orchestrator started and holds none of the group's containers is not waited for; one that has
 // been down since the start (never listed: what runs there is unknown) is. Engine n2 is stopped
 // with scripts/services and started again whatever happens.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { keys } from "../../../api/resources/keys.ts";
-import { DriftHarness } from "../drift/harness.ts";
+import { useDriftHarness } from "../drift/harness.ts";
 
-const h = new DriftHarness();
-
-beforeAll(async () => {
-  await h.start();
-}, 60_000);
-
-afterAll(async () => {
-  await h.cleanup();
-}, 120_000);
+const h = useDriftHarness({}, 120_000);
 
 const gone = async (name: string) => !(await h.store!.get(keys.podGroup(name))) && (await h.status(name)) === undefined;
 
