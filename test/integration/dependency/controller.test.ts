@@ -258,13 +258,7 @@ describe("UpdateSpec and RemoveSpec", () => {
     await h.createDependency(dep);
     await h.putGroup(h.name("g"), "ns", [{ podName: dep, policy: node }], ["n1", "n2"]);
     await h.until("two pods", async () => (await h.placement(dep)).join() === "n1/,n2/");
-    const put = await h.call("PUT", "/api/depends", {
-      name: dep,
-      namespace: "capstan-test",
-      containers: [{ image: services.testImage, command: serve, env: ["V=2"] }],
-      network: "none",
-    });
-    expect(put.status).toBe(202);
+    await h.updateDependency(dep, ["V=2"]);
     let maxDown = 0;
     await h.until("both at version 2", async () => {
       const a = await h.actual(dep);

@@ -165,14 +165,15 @@ export class Harness {
 
   /** POST /api/depends with a serving busybox pod; asserts 202. */
   async createDependency(name: string, extra: Record<string, unknown> = {}): Promise<void> {
-    const a = await this.call("POST", "/api/depends", {
-      name,
-      namespace: "capstan-test",
-      containers: [{ image: services.testImage, command: serve }],
-      network: "none",
-      ...extra,
-    });
+    const a = await this.call("POST", "/api/depends", { ...dependencyBody(name), ...extra });
     if (a.status !== 202) throw new Error(`POST ${name}: ${a.status} ${JSON.stringify(a.body)}`);
+  }
+
+  /** PUT /api/depends: the same pod with `env` (a new version, rolled out node by node); 202 or it throws. */
+  async updateDependency(name: string, env: string[]): Promise<void> {
+    const body = dependencyBody(name);
+    const a = await this.call("PUT", "/api/depends", { ...body, containers: [{ ...body.containers[0]!, env }] });
+    if (a.status !== 202) throw new Error(`PUT ${name}: ${a.status} ${JSON.stringify(a.body)}`);
   }
 
   /**
@@ -258,4 +259,9 @@ export class Harness {
   until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 30_000, everyMs = 100): Promise<T> {
     return pollUntil(what, check, timeoutMs, everyMs);
   }
+}
+
+/** The dependency pod these tests use: the test image serving, networking off. */
+function dependencyBody(name: string) {
+  return { name, namespace: "capstan-test", containers: [{ image: services.testImage, command: serve } as Record<string, unknown>], network: "none" };
 }

@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { labelKeys } from "../../../controllers/dependency/naming.ts";
 import { uniqueName } from "../../helpers/services.ts";
-import { Harness, serve, services } from "./harness.ts";
+import { Harness, services } from "./harness.ts";
 
 /** A byte pipe from a unix socket of ours to engine n2's. */
 class EngineProxy {
@@ -89,13 +89,7 @@ describe("an unreachable node", () => {
     const g = h.name("g");
     await h.putGroup(g, "ns", [{ podName: dep, policy: "node" }], ["a2", "n1"]);
     await h.until("v1 on a2 and n1", async () => (await version(dep, "a2")).join() === "1" && (await version(dep, "n1")).join() === "1");
-    const put = await h.call("PUT", "/api/depends", {
-      name: dep,
-      namespace: "capstan-test",
-      containers: [{ image: services.testImage, command: serve, env: ["V=2"] }],
-      network: "none",
-    });
-    expect(put.status).toBe(202);
+    await h.updateDependency(dep, ["V=2"]);
     // Slots upgrade in key order: a2 first. Its old pod removed, the update wait running: a2 dies.
     await h.until("a2's step in its update wait", async () => {
       const ro = (await h.status(dep))?.internal?.rollout as { slot?: string; phase?: string } | undefined;
