@@ -26,6 +26,17 @@ const turn = async () => {
   for (let i = 0; i < 2; i++) await new Promise((r) => setImmediate(r));
 };
 
+/** A batcher whose last transaction carried three puts (so it counts as under load), answered. */
+async function afterBatchOfThree(lingerMs: number): Promise<{ store: HeldTxn; b: PutBatcher }> {
+  const store = new HeldTxn();
+  const b = new PutBatcher(store, { lingerMs });
+  const three = ["/a", "/b", "/c"].map((k) => b.put(k, "1"));
+  await turn();
+  store.calls[0]!.answer({ succeeded: true, revision: 1 });
+  await Promise.all(three);
+  return { store, b };
+}
+
 describe("PutBatcher", () => {
   it("sends a lone put at once and resolves it with its transaction's revision", async () => {
     const store = new HeldTxn();
@@ -115,12 +126,7 @@ describe("PutBatcher", () => {
   });
 
   it("under load, sends what came after lingerMs; idle, or with lingerMs 0, sends at once", async () => {
-    const store = new HeldTxn();
-    const b = new PutBatcher(store, { lingerMs: 40 });
-    const first = ["/a", "/b", "/c"].map((k) => b.put(k, "1"));
-    await turn();
-    store.calls[0]!.answer({ succeeded: true, revision: 1 });
-    await Promise.all(first);
+    const { store, b } = await afterBatchOfThree(40);
     const started = performance.now();
     const lone = b.put("/d", "1");
     await turn();
@@ -136,12 +142,7 @@ describe("PutBatcher", () => {
     store.calls[2]!.answer({ succeeded: true, revision: 3 });
     await next;
 
-    const eager = new HeldTxn();
-    const e = new PutBatcher(eager, { lingerMs: 0 });
-    const three = ["/a", "/b", "/c"].map((k) => e.put(k, "1"));
-    await turn();
-    eager.calls[0]!.answer({ succeeded: true, revision: 1 });
-    await Promise.all(three);
+    const { store: eager, b: e } = await afterBatchOfThree(0);
     void e.put("/d", "1");
     await turn();
     expect(eager.calls).toHaveLength(2);
