@@ -3,19 +3,40 @@
 // ~/.capstan/config.yaml (mode 0600: it holds access tokens):
 //
 //   server: http://10.0.0.10:9000          # the orchestrator of apply/get/scale/delete (issue 3)
+//   ca: /etc/capstan/ca.pem                # CA of every HTTPS server without a cluster `ca:`
 //   clusters:                              # written by `capstan login <cluster>`
-//     prod: {orchestrator: URL, secrets: URL, console: URL, token: cst_...}
+//     prod: {orchestrator: URL, secrets: URL, console: URL, token: cst_..., ca: /abs/ca.pem}
 //   current: prod                          # the last cluster logged in to
 //
-// Orchestrator precedence for apply/get/scale/delete, as kubectl and docker do it: the -server
-// option, then CAPSTAN_SERVER (both through parseArgs), then the -context cluster's orchestrator,
-// then `server:`, then the current cluster's orchestrator, then http://127.0.0.1:9000. `server:`
-// stays above `current` so that a file written before clusters existed means what it meant.
+// Orchestrator precedence for apply/get/scale/delete/nodes/drift, as kubectl and docker do it: the
+// -server option, then CAPSTAN_SERVER (both through parseArgs), then the -context cluster's
+// orchestrator, then `server:`, then the current cluster's orchestrator, then
+// http://127.0.0.1:9000. `server:` stays above `current` so that a file written before clusters
+// existed means what it meant.
+//
+// The cluster of an orchestrator command, whose token and CA it uses: the -context cluster (even
+// with -server, as kubectl's --context does); else the current cluster when the URL came from it;
+// else, when the URL came from -server, CAPSTAN_SERVER, `server:` or the default, the saved cluster
+// whose orchestrator is that very URL (the current one if it is, else the only one; none when
+// several match). So a saved token only ever goes to the server it was saved for.
+//
+// Token precedence (every client command): the -token option, then CAPSTAN_TOKEN (both through
+// parseArgs), then the token of the command's cluster (`capstan login`), else none. Commands that
+// name a CLUSTER (secret, deploy, apps, tokens, whoami) use that cluster's. It is sent as
+// `access-token: T`.
+//
+// CA precedence (verification of https:// servers; there is no option that skips it): the -ca
+// option, then CAPSTAN_CA (both through parseArgs), then the command's cluster's `ca:` (written by
+// `capstan login -ca`), then the top-level `ca:`, else the system roots. A CA replaces the system
+// roots (as curl --cacert does). Relative `ca:` paths are read from the folder of the config file,
+// `~/` from the home folder.
 import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
-import { dirname, join } from "node:path";
+import { X509Certificate } from "node:crypto";
+import { dirname, isAbsolute, join, resolve } from "node:path";
 import { Document, isMap, LineCounter, parseDocument } from "yaml";
 import { OrchestratorClient } from "./client.ts";
+import type { CaBundle } from "./http-client.ts";
 import { UsageError, type OptionDef, type OptionValues } from "./options.ts";
 
 export const defaultServer = "http://127.0.0.1:9000";
@@ -29,7 +50,9 @@ export const clientOptionDefs: OptionDef[] = [
     type: "string",
     help: `orchestrator URL (else the -context cluster's, else \`server:\` in ~/.capstan/config.yaml, else the current cluster's, else ${defaultServer})`,
   },
-  { name: "context", type: "string", help: "a cluster saved by `capstan login`: use its orchestrator" },
+  { name: "context", type: "string", help: "a cluster saved by `capstan login`: use its orchestrator, token and CA" },
+  { name: "token", type: "string", help: "access token (else the token `capstan login` saved for the cluster of the server)" },
+  { name: "ca", type: "string", help: "verify HTTPS servers with this CA certificate (PEM file) instead of the system roots (else the cluster's, else ca: in ~/.capstan/config.yaml)" },
   { name: "request-timeout", type: "duration", help: "timeout of each HTTP request", default: "10s" },
 ];
 
@@ -49,10 +72,14 @@ export interface ClusterEntry {
   secrets: string;
   console: string;
   token?: string;
+  /** CA certificate file (absolute once read) that verifies the cluster's HTTPS servers. */
+  ca?: string;
 }
 
 export interface ClientConfig {
   server?: string;
+  /** CA certificate file (absolute once read) for HTTPS servers of no cluster with its own `ca:`. */
+  ca?: string;
   clusters: Record<string, ClusterEntry>;
   current?: string;
 }
@@ -68,10 +95,14 @@ export function readClientConfig(path: string): ClientConfig {
   const data = loadMapping(path);
   const config: ClientConfig = { clusters: {} };
   if (data === undefined) return config;
-  const { server, clusters, current } = data;
+  const { server, clusters, current, ca } = data;
   if (server !== undefined && server !== null) {
     if (typeof server !== "string") throw new ClientConfigError(`${path}: server must be a URL string, e.g. ${defaultServer}`);
     config.server = server;
+  }
+  if (ca !== undefined && ca !== null && ca !== "") {
+    if (typeof ca !== "string") throw new ClientConfigError(`${path}: ca must be the path of a CA certificate file (PEM)`);
+    config.ca = configRelative(ca, path);
   }
   if (current !== undefined && current !== null) {
     if (typeof current !== "string") throw new ClientConfigError(`${path}: current must be a cluster name`);
@@ -90,10 +121,79 @@ export function readClientConfig(path: string): ClientConfig {
       }
       const token = entry.token;
       if (token !== undefined && token !== null && typeof token !== "string") throw new ClientConfigError(`${path}: clusters.${name}.token must be a string`);
-      config.clusters[name] = { ...urls, ...(typeof token === "string" ? { token } : {}) };
+      const clusterCa = entry.ca;
+      if (clusterCa !== undefined && clusterCa !== null && typeof clusterCa !== "string") throw new ClientConfigError(`${path}: clusters.${name}.ca must be the path of a CA certificate file (PEM)`);
+      config.clusters[name] = {
+        ...urls,
+        ...(typeof token === "string" ? { token } : {}),
+        ...(typeof clusterCa === "string" && clusterCa !== "" ? { ca: configRelative(clusterCa, path) } : {}),
+      };
     }
   }
   return config;
+}
+
+/** A `ca:` path of the config file: `~/` is the home folder, a relative path the file's folder. */
+function configRelative(file: string, configFile: string): string {
+  if (file === "~" || file.startsWith("~/")) return join(dirname(dirname(configFile)), file.slice(1));
+  return isAbsolute(file) ? file : resolve(dirname(configFile), file);
+}
+
+/**
+ * A CA certificate file, read and checked. `where` names it in messages ("-ca", or the config key);
+ * a bad -ca is a UsageError, a bad `ca:` a ClientConfigError naming the config file.
+ */
+export function readCaFile(file: string, where: { option: string } | { configKey: string; configFile: string }): CaBundle & { path: string } {
+  const path = resolve(file);
+  const fail = (why: string) =>
+    "option" in where ? new UsageError(`${where.option} ${path}: ${why}`) : new ClientConfigError(`${where.configFile}: ${where.configKey} ${path}: ${why}`);
+  let pem: string;
+  try {
+    pem = readFileSync(path, "utf8");
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException;
+    throw fail(`cannot read the CA file (${err.code ?? err.message})`);
+  }
+  const blocks = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ?? [];
+  if (blocks.length === 0) throw fail('not a PEM CA certificate (no "-----BEGIN CERTIFICATE-----" block)');
+  for (const block of blocks) {
+    try {
+      new X509Certificate(block);
+    } catch (e) {
+      throw fail(`not a usable CA certificate (${(e as Error).message})`);
+    }
+  }
+  return { pem, path, source: `${path} (${"option" in where ? where.option : `${where.configKey} in ${where.configFile}`})` };
+}
+
+/** What a client talks to and with which credentials. */
+export interface ClientTarget {
+  server: string;
+  token?: string;
+  ca?: CaBundle;
+  /** The saved cluster the token and CA came from, when one did. */
+  cluster?: string;
+}
+
+/**
+ * The token and CA of a command whose cluster is `cluster` (undefined: none), after -token and -ca
+ * (and CAPSTAN_TOKEN, CAPSTAN_CA). `config` is read only when the options leave something open.
+ */
+export function credentials(options: OptionValues, cluster: string | undefined, config: () => ClientConfig, path: string): { token?: string; ca?: CaBundle } {
+  const entry = () => (cluster === undefined ? undefined : config().clusters[cluster]);
+  const token = typeof options.token === "string" && options.token !== "" ? options.token : entry()?.token;
+  let ca: CaBundle | undefined;
+  if (typeof options.ca === "string" && options.ca !== "") ca = readCaFile(options.ca, { option: "-ca" });
+  else if (entry()?.ca !== undefined) ca = readCaFile(entry()!.ca!, { configKey: `clusters.${cluster}.ca`, configFile: path });
+  else if (config().ca !== undefined) ca = readCaFile(config().ca!, { configKey: "ca", configFile: path });
+  return { ...(token !== undefined ? { token } : {}), ...(ca !== undefined ? { ca } : {}) };
+}
+
+/** The saved cluster whose `service` URL is `url`: the current one if it is, else the only one. */
+export function clusterWithUrl(config: ClientConfig, service: "orchestrator" | "secrets" | "console", url: string): string | undefined {
+  if (config.current !== undefined && config.clusters[config.current]?.[service] === url) return config.current;
+  const matches = Object.entries(config.clusters).filter(([, e]) => e[service] === url);
+  return matches.length === 1 ? matches[0]![0] : undefined;
 }
 
 /** `server` from the config file, or undefined when there is no file or no such key. */
@@ -171,19 +271,40 @@ export function normaliseServer(text: string, where: string): string {
   return url.origin + url.pathname.replace(/\/+$/, "");
 }
 
-/** The client for parsed client options (-server, -context, -request-timeout). */
-export function clientFromOptions(options: OptionValues, home = homedir()): OrchestratorClient {
+/**
+ * The orchestrator, token and CA for parsed client options (-server, -context, -token, -ca), with
+ * the precedence described at the top of this file.
+ */
+export function targetFromOptions(options: OptionValues, home = homedir()): ClientTarget {
+  const path = configPath(home);
+  let loaded: ClientConfig | undefined;
+  const config = () => (loaded ??= readClientConfig(path));
+  const context = typeof options.context === "string" && options.context !== "" ? options.context : undefined;
   let server: string;
-  if (typeof options.server === "string" && options.server !== "") {
-    server = normaliseServer(options.server, "-server");
-  } else if (typeof options.context === "string" && options.context !== "") {
-    server = clusterFromConfig(options.context, home).orchestrator;
+  let cluster: string | undefined;
+  if (context !== undefined) {
+    const entry = clusterFromConfig(context, home);
+    cluster = context;
+    server = typeof options.server === "string" && options.server !== "" ? normaliseServer(options.server, "-server") : entry.orchestrator;
   } else {
-    const path = configPath(home);
-    const config = readClientConfig(path);
-    const current = config.current === undefined ? undefined : config.clusters[config.current];
-    if (config.server !== undefined) server = normaliseServer(config.server, path);
-    else server = current?.orchestrator ?? defaultServer;
+    if (typeof options.server === "string" && options.server !== "") server = normaliseServer(options.server, "-server");
+    else if (config().server !== undefined) server = normaliseServer(config().server!, path);
+    else {
+      const current = config().current;
+      const entry = current === undefined ? undefined : config().clusters[current];
+      server = entry?.orchestrator ?? defaultServer;
+      if (entry !== undefined) cluster = current;
+    }
+    // A URL that did not come from a cluster: the saved cluster with that orchestrator, if any. Not
+    // needed (and the file not read) when -token and -ca say everything.
+    const needsConfig = !(typeof options.token === "string" && options.token !== "" && typeof options.ca === "string" && options.ca !== "");
+    if (cluster === undefined && needsConfig) cluster = clusterWithUrl(config(), "orchestrator", server);
   }
-  return new OrchestratorClient({ server, requestTimeoutMs: options["request-timeout"] as number });
+  return { server, ...credentials(options, cluster, config, path), ...(cluster !== undefined ? { cluster } : {}) };
+}
+
+/** The client for parsed client options (-server, -context, -token, -ca, -request-timeout). */
+export function clientFromOptions(options: OptionValues, home = homedir()): OrchestratorClient {
+  const { server, token, ca } = targetFromOptions(options, home);
+  return new OrchestratorClient({ server, token, ca, requestTimeoutMs: options["request-timeout"] as number });
 }

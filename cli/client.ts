@@ -5,7 +5,7 @@ import type { DriftAccepted } from "../api/orchestrator/node-schemas.ts";
 import type { NodeRecord } from "../api/resources/node.ts";
 import type { DependencyWithStatus } from "../api/resources/dependency.ts";
 import type { PodGroupSpec, PodGroupWithSpec, PodSpec, RestartPolicy } from "../api/resources/podgroup.ts";
-import { ApiError, HttpClient, query } from "./http-client.ts";
+import { ApiError, HttpClient, query, type CaBundle } from "./http-client.ts";
 
 export { ApiError, ServerUnreachableError } from "./http-client.ts";
 
@@ -20,6 +20,10 @@ export interface ClientOptions {
   server: string;
   /** Per request (default 10 s). */
   requestTimeoutMs?: number;
+  /** Sent as `access-token` with every request when given. */
+  token?: string;
+  /** Verify an https:// server with this CA instead of the system roots. */
+  ca?: CaBundle;
 }
 
 export class OrchestratorClient {
@@ -27,7 +31,7 @@ export class OrchestratorClient {
   private readonly http: HttpClient;
 
   constructor(opts: ClientOptions) {
-    this.http = new HttpClient({ server: opts.server, component: "orchestrator", requestTimeoutMs: opts.requestTimeoutMs });
+    this.http = new HttpClient({ server: opts.server, component: "orchestrator", requestTimeoutMs: opts.requestTimeoutMs, token: opts.token, ca: opts.ca });
     this.server = this.http.server;
   }
 

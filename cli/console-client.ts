@@ -1,6 +1,6 @@
 // A typed client of the console's API (issue 5): the admin helpers (register an app, list apps,
-// create a token) and the role check that tells a maintainer whether an app is registered and
-// whether they may deploy it.
+// create and list tokens), whoami (who the caller's token names), and the role check that tells a
+// maintainer whether an app is registered and whether they may deploy it.
 import { ApiError, HttpClient, type HttpClientOptions } from "./http-client.ts";
 
 export interface AppRecord {
@@ -9,12 +9,36 @@ export interface AppRecord {
   createdAt: string;
 }
 
-export interface CreatedToken {
+/** Token roles: admin; user (a person, maintainer of the apps listing their e-mail); viewer (read-only
+ * on the apps granted on the token); sync (the read-only service identity). */
+export const tokenRoles = ["user", "viewer", "sync", "admin"] as const;
+export type TokenRole = (typeof tokenRoles)[number];
+
+/** A token as GET /api/v1/tokens lists it (never the token itself). */
+export interface TokenInfo {
   id: string;
-  token: string;
   user: string;
   role: string;
   createdAt: string;
+  expiresAt?: string;
+  /** A viewer token's granted apps. */
+  apps?: string[];
+}
+
+export interface CreatedToken extends TokenInfo {
+  token: string;
+}
+
+/** GET /api/v1/whoami: the caller. */
+export interface WhoAmI {
+  /** The token's id (never the token). */
+  id: string;
+  user: string;
+  role: string;
+  /** The apps the caller may access: maintained ones (user), granted ones (viewer). */
+  apps: string[];
+  /** Every app (admin, sync). */
+  allApps: boolean;
   expiresAt?: string;
 }
 
@@ -39,8 +63,24 @@ export class ConsoleClient {
     return (body as AppRecord[]).sort((a, b) => a.appname.localeCompare(b.appname));
   }
 
-  async createToken(user: string, role?: string, expiresIn?: string): Promise<CreatedToken> {
-    return (await this.http.request("POST", "/api/v1/tokens", { user, ...(role ? { role } : {}), ...(expiresIn ? { expiresIn } : {}) })) as CreatedToken;
+  /** `apps`: a viewer token's grants (required for role viewer, refused by the console otherwise). */
+  async createToken(user: string, role?: string, expiresIn?: string, apps?: string[]): Promise<CreatedToken> {
+    const body = { user, ...(role ? { role } : {}), ...(expiresIn ? { expiresIn } : {}), ...(apps !== undefined ? { apps } : {}) };
+    return (await this.http.request("POST", "/api/v1/tokens", body)) as CreatedToken;
+  }
+
+  /** Every token (admin), oldest first. */
+  async listTokens(): Promise<TokenInfo[]> {
+    const body = await this.http.request("GET", "/api/v1/tokens");
+    if (!Array.isArray(body)) throw new ApiError(200, "BadAnswer", "GET /api/v1/tokens did not answer a list");
+    return (body as TokenInfo[]).sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
+  }
+
+  /** Who the token names: its id, user, role and apps. */
+  async whoami(): Promise<WhoAmI> {
+    const body = (await this.http.request("GET", "/api/v1/whoami")) as Partial<WhoAmI> | undefined;
+    if (typeof body?.user !== "string" || typeof body.role !== "string") throw new ApiError(200, "BadAnswer", "GET /api/v1/whoami did not answer {id, user, role, apps}");
+    return { ...body, id: String(body.id ?? ""), apps: Array.isArray(body.apps) ? body.apps.map(String) : [], allApps: body.allApps === true } as WhoAmI;
   }
 
   /** The caller's role on `app`; ApiError 404 = not registered, 403 = no role, 401 = bad token. */

@@ -41,5 +41,5 @@ export async function installConsole(ctx: ServeContext, settings: ConsoleSetting
     if (e instanceof AdminTokenError) throw new UsageError(e.message);
     throw e;
   }
-  manager.app.route("/", createConsoleApi({ store, log }));
+  manager.app.route("/", createConsoleApi({ store, log, gate: ctx.access.gate, changed: () => ctx.verifier.forget() }));
 }

@@ -1,7 +1,7 @@
 // How client commands end on an expected failure: one line (or a few) on stderr that says what the
 // server or the input said, and exit code 1. Anything else is a bug and is rethrown with its stack.
 import { AppDefinitionError } from "../api/appdef/index.ts";
-import { ApiError, ServerUnreachableError } from "./http-client.ts";
+import { ApiError, ServerCertificateError, ServerUnreachableError } from "./http-client.ts";
 import { ClientConfigError } from "./client-config.ts";
 
 /** A failure the command detected itself (e.g. apply of a group that is being deleted). */
@@ -12,7 +12,10 @@ export class CommandFailure extends Error {
 /** Print `e` for the user and answer the exit code (1); rethrow what is not an expected failure. */
 export function reportFailure(command: string, e: unknown): number {
   let text: string;
-  if (e instanceof ApiError) text = e.describe();
+  if (e instanceof ApiError) {
+    text = e.describe();
+    if (e.status === 401) text += "\n  (the token: -token, CAPSTAN_TOKEN, or the one capstan login CLUSTER saved; see capstan whoami)";
+  } else if (e instanceof ServerCertificateError) text = e.message;
   else if (e instanceof ServerUnreachableError) {
     const hint =
       e.component === "orchestrator"

@@ -2,7 +2,14 @@
 // and out, an access token when there is one, a timeout on every request (AbortSignal.timeout) so a
 // hung server never hangs the command, and typed failures: ApiError is an answer of the server (its
 // status and the code, reason, message and details of its error body; the console's and the secrets
-// service's `error` field too), ServerUnreachableError is no answer at all (refused, timed out).
+// service's `error` field too), ServerUnreachableError is no answer at all (refused, timed out),
+// ServerCertificateError an HTTPS server whose certificate does not verify.
+//
+// HTTPS: the server's certificate is verified with the system roots, or with the CA of `ca` instead
+// (-ca FILE, CAPSTAN_CA or `ca:` in ~/.capstan/config.yaml; client-config.ts). There is no way to
+// skip the verification. Node 20's global fetch takes no CA per request, so requests go through
+// undici's fetch with an undici Agent (one per CA, kept for the life of the process).
+import { Agent, fetch, type Dispatcher } from "undici";
 
 /** The server answered with an error status. */
 export class ApiError extends Error {
@@ -31,6 +38,29 @@ export class ApiError extends Error {
 /** Which service a client talks to; named in messages. */
 export type Component = "orchestrator" | "console" | "secrets service";
 
+/** A CA to verify HTTPS servers with, instead of the system roots. */
+export interface CaBundle {
+  /** PEM contents (one or more certificates). */
+  pem: string;
+  /** Where it came from, for messages: "/home/a/ca.pem (-ca)". */
+  source: string;
+}
+
+/** An HTTPS server whose certificate does not verify (unknown CA, expired, wrong name). */
+export class ServerCertificateError extends Error {
+  override readonly name = "ServerCertificateError";
+  constructor(
+    readonly server: string,
+    /** Node's code: "UNABLE_TO_VERIFY_LEAF_SIGNATURE", "CERT_HAS_EXPIRED", "ERR_TLS_CERT_ALTNAME_INVALID", ... */
+    readonly code: string,
+    detail: string,
+    readonly component: Component = "orchestrator",
+    readonly ca?: string,
+  ) {
+    super(`cannot verify the ${component} at ${server}: ${detail}`);
+  }
+}
+
 /** No answer from the server: connection refused, DNS failure, timeout. */
 export class ServerUnreachableError extends Error {
   override readonly name = "ServerUnreachableError";
@@ -51,6 +81,8 @@ export interface HttpClientOptions {
   token?: string;
   /** Per request (default 10 s). */
   requestTimeoutMs?: number;
+  /** Verify an https:// server with this CA instead of the system roots. */
+  ca?: CaBundle;
 }
 
 export class HttpClient {
@@ -58,12 +90,19 @@ export class HttpClient {
   readonly component: Component;
   private readonly token: string | undefined;
   private readonly requestTimeoutMs: number;
+  private readonly ca: CaBundle | undefined;
 
   constructor(opts: HttpClientOptions) {
     this.server = opts.server.replace(/\/+$/, "");
     this.component = opts.component;
     this.token = opts.token;
     this.requestTimeoutMs = opts.requestTimeoutMs ?? 10_000;
+    this.ca = opts.ca;
+  }
+
+  /** Whether requests carry a token (for messages). */
+  get hasToken(): boolean {
+    return this.token !== undefined;
   }
 
   /** `body` is sent as JSON; the answer must be JSON (an empty 2xx answer is undefined). */
@@ -71,7 +110,7 @@ export class HttpClient {
     const headers: Record<string, string> = { accept: "application/json" };
     if (body !== undefined) headers["content-type"] = "application/json";
     if (this.token !== undefined) headers["access-token"] = this.token;
-    let res: Response;
+    let res: Awaited<ReturnType<typeof fetch>>;
     let text: string;
     try {
       res = await fetch(this.server + path, {
@@ -79,10 +118,11 @@ export class HttpClient {
         headers,
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: AbortSignal.timeout(this.requestTimeoutMs),
+        dispatcher: dispatcherFor(this.ca),
       });
       text = await res.text();
     } catch (e) {
-      throw new ServerUnreachableError(this.server, reasonOf(e, this.requestTimeoutMs), this.component);
+      throw certificateError(e, this.server, this.component, this.ca) ?? new ServerUnreachableError(this.server, reasonOf(e, this.requestTimeoutMs, this.server), this.component);
     }
     const parsed = parseJson(text);
     if (res.ok) {
@@ -122,8 +162,71 @@ function parseJson(text: string): unknown {
 }
 
 /** fetch() hides the reason in `cause` ("fetch failed" alone says nothing). */
-function reasonOf(e: unknown, timeoutMs: number): string {
+function reasonOf(e: unknown, timeoutMs: number, server: string): string {
   const err = e as { name?: string; message?: string; cause?: { code?: string; message?: string } };
   if (err.name === "TimeoutError") return `no answer within ${timeoutMs} ms`;
-  return err.cause?.code ?? err.cause?.message ?? err.message ?? String(e);
+  const reason = err.cause?.code ?? err.cause?.message ?? err.message ?? String(e);
+  // An HTTPS server hangs up on a plain HTTP request.
+  if (server.startsWith("http://") && (reason === "UND_ERR_SOCKET" || reason === "ECONNRESET")) return `${reason} (if the server serves HTTPS, use an https:// URL)`;
+  return reason;
+}
+
+const agents = new Map<string, Agent>();
+let systemRoots: Agent | undefined;
+
+/** One Agent per CA (connections are kept alive between the requests of a command). */
+function dispatcherFor(ca: CaBundle | undefined): Dispatcher {
+  if (ca === undefined) return (systemRoots ??= new Agent());
+  let agent = agents.get(ca.pem);
+  if (agent === undefined) {
+    agent = new Agent({ connect: { ca: ca.pem } });
+    agents.set(ca.pem, agent);
+  }
+  return agent;
+}
+
+/** What a certificate verification failure means, by Node's (OpenSSL's) code. */
+const unknownAuthority = new Set([
+  "UNABLE_TO_GET_ISSUER_CERT",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "CERT_UNTRUSTED",
+]);
+const otherCertificateCodes = new Set([
+  "CERT_HAS_EXPIRED",
+  "CERT_NOT_YET_VALID",
+  "ERR_TLS_CERT_ALTNAME_INVALID",
+  "CERT_SIGNATURE_FAILURE",
+  "CERT_REVOKED",
+  "CERT_REJECTED",
+  "INVALID_CA",
+  "INVALID_PURPOSE",
+  "PATH_LENGTH_EXCEEDED",
+  "HOSTNAME_MISMATCH",
+  "UNABLE_TO_DECRYPT_CERT_SIGNATURE",
+  "UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY",
+  "ERROR_IN_CERT_NOT_BEFORE_FIELD",
+  "ERROR_IN_CERT_NOT_AFTER_FIELD",
+]);
+
+/** A ServerCertificateError when `e` is a certificate verification failure, else undefined. */
+export function certificateError(e: unknown, server: string, component: Component, ca?: CaBundle): ServerCertificateError | undefined {
+  const cause = (e as { cause?: { code?: unknown; message?: unknown; reason?: unknown } } | undefined)?.cause;
+  const code = typeof cause?.code === "string" ? cause.code : "";
+  if (!unknownAuthority.has(code) && !otherCertificateCodes.has(code)) return undefined;
+  const said = typeof cause?.reason === "string" ? cause.reason : typeof cause?.message === "string" ? cause.message : code;
+  const giveCa = "give the CA that signed it with -ca FILE, CAPSTAN_CA, or capstan login CLUSTER -ca FILE";
+  let detail: string;
+  if (unknownAuthority.has(code)) {
+    detail = ca
+      ? `certificate signed by unknown authority (${code}: ${said}): it is not signed by the CA in ${ca.source}; ${giveCa}`
+      : `certificate signed by unknown authority (${code}: ${said}): it is not signed by a CA of the system roots; ${giveCa}`;
+  } else if (code === "CERT_HAS_EXPIRED") detail = `the server's certificate has expired (${code})`;
+  else if (code === "CERT_NOT_YET_VALID") detail = `the server's certificate is not valid yet (${code}; check the clocks)`;
+  else if (code === "ERR_TLS_CERT_ALTNAME_INVALID" || code === "HOSTNAME_MISMATCH") {
+    detail = `the server's certificate is not valid for ${new URL(server).hostname} (${code}: ${said}); use a URL with a name the certificate lists`;
+  } else detail = `the server's certificate was rejected (${code}: ${said})`;
+  return new ServerCertificateError(server, code, detail, component, ca?.source);
 }

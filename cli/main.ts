@@ -22,7 +22,8 @@ const commands: Record<string, Command> = {
   secret: { summary: "write, show, delete a proc's secret files (secret add|view|delete CLUSTER PROC ...)", load: () => import("./commands/secret.ts") },
   deploy: { summary: "deploy an app's web proc from its definition (deploy CLUSTER -f app.yaml -image IMAGE)", load: () => import("./commands/deploy.ts") },
   apps: { summary: "register and list apps (admin: apps add|list CLUSTER ...)", load: () => import("./commands/apps.ts") },
-  tokens: { summary: "create access tokens (admin: tokens create CLUSTER -user E-MAIL)", load: () => import("./commands/tokens.ts") },
+  tokens: { summary: "create and list access tokens (admin: tokens create CLUSTER -user E-MAIL [-role viewer -apps A,B], tokens list)", load: () => import("./commands/tokens.ts") },
+  whoami: { summary: "show who your access token names: user, role, apps (whoami [-context CLUSTER])", load: () => import("./commands/whoami.ts") },
 };
 
 function help(): string {

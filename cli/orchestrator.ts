@@ -21,16 +21,16 @@ import type { ServeContext } from "./serve.ts";
 export const orchestratorLeaderKey = keys.leader;
 
 export function installOrchestrator(ctx: ServeContext, settings: OrchestratorSettings): void {
-  const { store, cluster, manager, elector, log } = ctx;
+  const { store, cluster, manager, elector, log, access } = ctx;
   if (!cluster) throw new Error("the orchestrator needs -cluster");
   const registry = manager.registry;
   const fenced = fencedStore(store, () => elector.fence());
 
   const { nodes, podGroups, podGroupStatuses } = orchestratorInformers(store, { log, registry });
   manager.addInformer(nodes).addInformer(podGroups).addInformer(podGroupStatuses);
-  manager.app.route("/", createPodGroupApi({ store, nodes, podGroups, podGroupStatuses, log }));
-  manager.app.route("/", createDependsApi({ store, nodes, log }));
-  manager.app.route("/", createNodesApi({ store, nodes, podGroups, log }));
+  manager.app.route("/", createPodGroupApi({ store, nodes, podGroups, podGroupStatuses, log, access }));
+  manager.app.route("/", createDependsApi({ store, nodes, log, access }));
+  manager.app.route("/", createNodesApi({ store, nodes, podGroups, log, access }));
 
   manager.add(createNodeMonitor({ store: fenced, cluster, nodeTimeoutMs: settings.nodeTimeoutMs, log, registry }));
   const controller = createPodGroupController({

@@ -13,16 +13,11 @@ import type { ServeContext } from "./serve.ts";
 /** Secret-sync's leader key (outside /platform/secrets/, which holds only records). */
 export const secretsLeaderKey = "/platform/secret-sync/leader";
 
-export interface SecretsSettings {
-  /** Base URL of the console that authorizes every call. */
-  consoleUrl: string;
-}
-
-export function installSecrets(ctx: ServeContext, settings: SecretsSettings): void {
+export function installSecrets(ctx: ServeContext): void {
   const { store, cluster, manager, elector, log } = ctx;
   if (!cluster) throw new Error("the secrets service needs -cluster (Secret-sync installs files into containers)");
   const registry = manager.registry;
-  const { app, vault, informers } = createSecretsService({ store, consoleUrl: settings.consoleUrl, log, registry });
+  const { app, vault, informers } = createSecretsService({ store, gate: ctx.access.gate, apps: ctx.verifier, log, registry });
   manager.app.route("/", app);
   for (const informer of informers) manager.addInformer(informer);
 

@@ -8,12 +8,14 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { Registry } from "prom-client";
 import { ClusterSpecError, DockerCluster, type Cluster } from "../adapters/cluster/index.ts";
-import { openStore, StoreUrlError } from "../adapters/store/open.ts";
+import { openStore, StoreUrlError, type StoreConnection } from "../adapters/store/open.ts";
 import type { Store } from "../adapters/store/store.ts";
+import { auditWrites, hostAccessPolicy, openGate, tokenGate, TokenVerifier, type ApiAccess } from "../api/auth/index.ts";
 import { StoreCompactor } from "../runtime/compactor.ts";
 import { LeaderElector, type Elector } from "../runtime/leaderelection.ts";
 import type { Logger } from "../runtime/log.ts";
 import { Manager } from "../runtime/manager.ts";
+import { checkAuthListener, isLoopbackHost, type AuthSettings } from "./auth-options.ts";
 import { parseListenAddress } from "./listen.ts";
 import { UsageError, type OptionDef } from "./options.ts";
 
@@ -22,10 +24,10 @@ export const webOption: OptionDef = { name: "web", type: "string", help: "listen
 export const clusterOption: OptionDef = {
   name: "cluster",
   type: "string",
-  help: "Docker engines: [NAME=]unix:///path.sock or tcp://host:port, comma-separated",
+  help: "Docker engines: [NAME=]unix:///path.sock, tcp://host:port or https://host:port, comma-separated (non-loopback tcp needs -docker-tls-*)",
   default: "unix:///var/run/docker.sock",
 };
-export const storeOption: OptionDef = { name: "store", type: "string", help: "store URL: sqlite://PATH or etcd://HOST:PORT[,HOST:PORT]", default: "sqlite://./capstan-data/state.db" };
+export const storeOption: OptionDef = { name: "store", type: "string", help: "store URL: sqlite://PATH, etcd://HOST:PORT[,HOST:PORT] or etcds://HOST:PORT[,...] (TLS, see -store-ca)", default: "sqlite://./capstan-data/state.db" };
 export const historyOption: OptionDef = { name: "history", type: "duration", help: "store history kept for watches to resume from", default: "10m" };
 
 export interface ServeOptions {
@@ -33,9 +35,17 @@ export interface ServeOptions {
   name: string;
   web: string;
   storeUrl: string;
+  /** TLS material and etcd user for the store (-store-ca/-cert/-key/-user/-password-file, from storeConnectionFromOptions). */
+  storeConnection?: StoreConnection;
   /** Docker engines (-cluster); absent for a component that never calls Docker (the console). */
   cluster?: string;
+  /** Mutual TLS to tcp:// engines (-docker-tls-*: PEM contents, from dockerTlsFromOptions). */
+  clusterTls?: { ca: string; cert: string; key: string } | undefined;
+  /** Serve HTTPS with this certificate and key (-tls-cert, -tls-key: PEM contents, from tlsFromOptions). */
+  tls?: { cert: string; key: string } | undefined;
   historyMs: number;
+  /** Who may call (-auth, -allowed-host-paths). */
+  auth: AuthSettings;
   /** The leader key; every process running the same controllers must share it. */
   leaderKey: string;
   log: Logger;
@@ -50,6 +60,10 @@ export interface ServeContext {
   /** Leader-only writers fence their store writes with `() => elector.fence()`. */
   elector: Elector;
   log: Logger;
+  /** Every API's gate and host-access rules. */
+  access: ApiAccess;
+  /** The token checker behind the gate (the console tells it to forget after a change). */
+  verifier: TokenVerifier;
 }
 
 /**
@@ -67,9 +81,10 @@ export async function serve(opts: ServeOptions, install: (ctx: ServeContext) => 
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
+  checkAuthListener(opts.auth, listen.host);
   try {
-    cluster = opts.cluster === undefined ? undefined : DockerCluster.fromSpec(opts.cluster, { logger: log });
-    store = openStore(opts.storeUrl);
+    cluster = opts.cluster === undefined ? undefined : DockerCluster.fromSpec(opts.cluster, { logger: log, tls: opts.clusterTls });
+    store = openStore(opts.storeUrl, opts.storeConnection);
   } catch (e) {
     if (e instanceof StoreUrlError || e instanceof ClusterSpecError) throw new UsageError(e.message);
     throw e;
@@ -81,10 +96,22 @@ export async function serve(opts: ServeOptions, install: (ctx: ServeContext) => 
   // one leader and fenced writes, exactly as on etcd. After a crash the next process leads once the
   // dead one's lease expires (15 s); a clean stop revokes it, so a restart leads at once.
   const elector: Elector = new LeaderElector({ store, key: opts.leaderKey, identity, log, registry });
-  const manager = new Manager({ name: opts.name, http: listen, log, registry, elector });
+  const manager = new Manager({ name: opts.name, http: listen, tls: opts.tls, log, registry, elector });
   manager.add(new StoreCompactor({ store, retentionMs: opts.historyMs, log, registry }));
+  // Tokens are checked from the store every process shares (docs/security.md); the audit line of
+  // every authenticated write is written here, in front of every API of the process.
+  const verifier = new TokenVerifier({ store });
+  const access: ApiAccess = {
+    gate: opts.auth.mode === "none" ? openGate : tokenGate(verifier),
+    hostAccess: hostAccessPolicy(opts.auth.allowedHostPaths, unixSockets(opts.cluster)),
+  };
+  manager.app.use("*", auditWrites(log));
+  if (opts.auth.mode === "none") log.warn({ address: opts.web }, "authentication is off (-auth none): every caller is an admin");
+  if (opts.tls === undefined && !isLoopbackHost(listen.host)) {
+    log.warn({ address: opts.web }, "serving plain HTTP on an address other machines can reach: access tokens cross the network in clear; give -tls-cert and -tls-key");
+  }
   try {
-    await install({ store, cluster, manager, elector, log });
+    await install({ store, cluster, manager, elector, log, access, verifier });
   } catch (e) {
     await store.close();
     throw e;
@@ -119,4 +146,9 @@ export async function serve(opts: ServeOptions, install: (ctx: ServeContext) => 
     process.exit(exit.code);
   }, 5_000).unref();
   return exit.code;
+}
+
+/** The unix:// socket paths of a -cluster value: never mountable, with the default ones. */
+function unixSockets(cluster: string | undefined): string[] {
+  return [...(cluster ?? "").matchAll(/unix:\/\/(\/[^,]+)/g)].map((m) => m[1]!.trim());
 }

@@ -27,6 +27,7 @@
 // overlap this one) and stays up as a follower.
 import { serve, type ServerType } from "@hono/node-server";
 import { Hono } from "hono";
+import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { Registry } from "prom-client";
 import { realClock, type Clock } from "./clock.ts";
@@ -46,6 +47,8 @@ export interface ManagerOptions {
   name: string;
   /** Serve probes, metrics and `app` here (port 0 = any free port). Omit to serve nothing. */
   http?: { host?: string; port: number };
+  /** Serve HTTPS instead of HTTP with this certificate (its chain may follow) and key, PEM contents. */
+  tls?: { cert: string; key: string };
   /** Elect a leader before running leader-only runnables (a LeaderElector, on either store). */
   elector?: Elector;
   /** Total time stop() waits for runnables to finish (default 30 s). */
@@ -316,9 +319,12 @@ export class Manager {
   private listen(http: { host?: string; port: number }): Promise<void> {
     const hostname = http.host ?? "127.0.0.1";
     return new Promise((resolve, reject) => {
-      const server = serve({ fetch: this.app.fetch, hostname, port: http.port }, (info: AddressInfo) => {
+      const tls = this.opts.tls;
+      const base = { fetch: this.app.fetch, hostname, port: http.port };
+      const options = tls ? { ...base, createServer: createHttpsServer, serverOptions: { cert: tls.cert, key: tls.key } } : base;
+      const server = serve(options, (info: AddressInfo) => {
         this.serverAddress = { host: hostname, port: info.port };
-        this.log.info(this.serverAddress, "serving");
+        this.log.info({ ...this.serverAddress, scheme: tls ? "https" : "http" }, "serving");
         resolve();
       });
       server.once("error", reject);

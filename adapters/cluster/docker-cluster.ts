@@ -2,6 +2,7 @@
 // independent: calls to different nodes run in parallel, writes to one node share its write slots,
 // and every call is bounded by a timeout (DockerClusterOptions) and the caller's signal.
 import type { IncomingMessage } from "node:http";
+import { createSecureContext } from "node:tls";
 import type { Readable } from "node:stream";
 import type Docker from "dockerode";
 import type { Logger } from "../../runtime/log.ts";
@@ -22,7 +23,7 @@ import type {
   Subscription,
 } from "./cluster.ts";
 import { ClusterError, InvalidRequestError, NotFoundError, NotModifiedError } from "./errors.ts";
-import { Engine, type EngineLimits } from "./engine.ts";
+import { Engine, tlsFailure, toClusterError, type EngineLimits, type EngineTls } from "./engine.ts";
 import { watchEvents, type EventSource, type EventStreamOptions } from "./events.ts";
 import {
   checkContainerName,
@@ -36,7 +37,7 @@ import {
   type EngineInfo,
 } from "./mapping.ts";
 import { noopNetworkManager, type NetworkManager } from "./network.ts";
-import { parseClusterSpec, type ClusterEndpoint } from "./spec.ts";
+import { checkTransport, ClusterSpecError, parseClusterSpec, type ClusterEndpoint } from "./spec.ts";
 
 export interface DockerClusterOptions extends Partial<EngineLimits> {
   /** Grace period stop() allows for when the caller gives none, seconds (the engine's default). */
@@ -45,6 +46,28 @@ export interface DockerClusterOptions extends Partial<EngineLimits> {
   /** Event stream tuning (connect timeout, back-off, line limit, clock, logger). */
   events?: EventStreamOptions;
   logger?: Logger;
+  /**
+   * Mutual TLS to remote engines (PEM text: CA, client certificate, its key). With it, every
+   * tcp:// endpoint uses TLS (https://); without it, only plain tcp:// to a loopback address works.
+   */
+  tls?: EngineTls;
+}
+
+/**
+ * Fails at once, rather than at the first call to each engine, when the material cannot make a TLS
+ * client: not PEM, or a key that does not belong to the certificate.
+ */
+function checkTlsMaterial(tls: EngineTls): void {
+  for (const part of ["ca", "cert", "key"] as const) {
+    if (typeof tls[part] !== "string" || !tls[part].includes("-----BEGIN ")) {
+      throw new ClusterSpecError(`TLS ${part} for the Docker engines is not PEM text (give the file's contents, not its path)`);
+    }
+  }
+  try {
+    createSecureContext({ ca: tls.ca, cert: tls.cert, key: tls.key });
+  } catch (err) {
+    throw new ClusterSpecError(`TLS material for the Docker engines is not usable: ${(err as Error).message}`);
+  }
 }
 
 interface InfoWithOptions {
@@ -73,18 +96,20 @@ export class DockerCluster implements Cluster {
     if (!(Number.isInteger(limits.writeConcurrency) && limits.writeConcurrency >= 1)) {
       throw new RangeError(`writeConcurrency must be an integer >= 1 (got ${limits.writeConcurrency})`);
     }
+    if (options.tls !== undefined) checkTlsMaterial(options.tls);
     for (const ep of endpoints) {
       if (this.engines.has(ep.name)) throw new RangeError(`node name ${ep.name} is used twice`);
-      this.engines.set(ep.name, new Engine(ep, limits));
+      checkTransport(ep.transport, options.tls !== undefined, `node ${ep.name}`);
+      this.engines.set(ep.name, new Engine(ep, limits, options.tls));
     }
     this.networkManager = options.networkManager ?? noopNetworkManager;
     this.defaultStopSeconds = options.defaultStopSeconds ?? 10;
     this.eventOptions = { logger: options.logger, ...options.events };
   }
 
-  /** From the `-cluster` option text, e.g. "n1=unix:///var/run/docker.sock,n2=tcp://10.0.0.2:2375". */
+  /** From the `-cluster` option text, e.g. "n1=unix:///var/run/docker.sock,n2=tcp://10.0.0.2:2376" (TLS with options.tls). */
   static fromSpec(spec: string, options?: DockerClusterOptions): DockerCluster {
-    return new DockerCluster(parseClusterSpec(spec), options);
+    return new DockerCluster(parseClusterSpec(spec, { tls: options?.tls !== undefined }), options);
   }
 
   /** Node names in spec order. */
@@ -241,10 +266,13 @@ export class DockerCluster implements Cluster {
         const f: Record<string, string[]> = { type: ["container"] };
         if (filters.label?.length) f.label = [...filters.label];
         if (filters.event?.length) f.event = [...filters.event];
-        const stream = (await engine.docker.getEvents({
-          filters: f,
-          abortSignal: signal,
-        } as Docker.GetEventsOptions)) as Readable;
+        let stream: Readable;
+        try {
+          stream = (await engine.docker.getEvents({ filters: f, abortSignal: signal } as Docker.GetEventsOptions)) as Readable;
+        } catch (err) {
+          // A certificate problem is said in words (the node's state error); the rest as it was.
+          throw tlsFailure(err) === undefined ? err : toClusterError(err, engine.node, undefined, "subscribe");
+        }
         // An idle event stream carries no bytes for hours; TCP keep-alive is what notices a peer
         // that vanished without closing (unix sockets close with the engine).
         (stream as IncomingMessage).socket?.setKeepAlive?.(true, 30_000);

@@ -18,7 +18,17 @@ import {
   NotFoundError,
   NotModifiedError,
 } from "./errors.ts";
-import type { ClusterEndpoint } from "./spec.ts";
+import { ClusterSpecError, type ClusterEndpoint } from "./spec.ts";
+
+/** Client TLS material for engines reached over TLS: PEM text (not file paths). */
+export interface EngineTls {
+  /** The CA (or CAs, concatenated) that signed the engines' server certificates. */
+  ca: string;
+  /** Our client certificate, signed by a CA the engines trust (dockerd --tlscacert). */
+  cert: string;
+  /** The client certificate's private key. */
+  key: string;
+}
 
 export interface EngineLimits {
   /** Concurrent writes (create, start, stop, remove, rename) on this engine. */
@@ -47,9 +57,18 @@ export class Engine {
   constructor(
     readonly endpoint: ClusterEndpoint,
     readonly limits: EngineLimits,
+    tls?: EngineTls,
   ) {
     const t = endpoint.transport;
-    this.docker = new Docker(t.kind === "unix" ? { socketPath: t.socketPath } : { host: t.host, port: t.port, protocol: "http" });
+    if (t.kind === "unix") {
+      this.docker = new Docker({ socketPath: t.socketPath });
+    } else if (t.tls) {
+      if (tls === undefined) throw new ClusterSpecError(`node ${endpoint.name}: ${endpoint.endpoint} is a TLS endpoint but no TLS client material was given`);
+      // protocol is explicit: docker-modem falls back to http silently when it is missing.
+      this.docker = new Docker({ host: t.host, port: t.port, protocol: "https", ca: tls.ca, cert: tls.cert, key: tls.key });
+    } else {
+      this.docker = new Docker({ host: t.host, port: t.port, protocol: "http" });
+    }
     this.writes = new PQueue({ concurrency: limits.writeConcurrency });
   }
 
@@ -118,6 +137,8 @@ interface ModemError {
   syscall?: unknown;
   name?: unknown;
   message?: unknown;
+  /** OpenSSL's reason text on a TLS error, e.g. "sslv3 alert bad certificate". */
+  reason?: unknown;
 }
 
 /**
@@ -148,10 +169,54 @@ export function toClusterError(err: unknown, node: string, ref: string | undefin
     }
   }
   if (typeof e.code === "string" || typeof e.syscall === "string" || e.name === "AbortError") {
-    const reason = typeof e.code === "string" ? e.code : String(e.message);
+    const reason = tlsFailure(err) ?? (typeof e.code === "string" ? e.code : String(e.message));
     return new EngineUnavailableError(`${what}: engine unreachable (${reason})`, node, ref, op, false, err);
   }
   return err;
+}
+
+const unknownIssuer = new Set([
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "UNABLE_TO_GET_ISSUER_CERT",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+]);
+
+/**
+ * A TLS failure in words, starting "TLS": which side refused which certificate, with the code.
+ * The code alone (UNABLE_TO_VERIFY_LEAF_SIGNATURE, ERR_SSL_SSLV3_ALERT_BAD_CERTIFICATE) does not
+ * say which certificate is wrong. Undefined for anything that is not a TLS failure.
+ */
+export function tlsFailure(err: unknown): string | undefined {
+  const e = (typeof err === "object" && err !== null ? err : {}) as ModemError;
+  const code = e.code;
+  if (typeof code !== "string") return undefined;
+  const message = String(e.message);
+  // OpenSSL errors (ERR_SSL_..., or EPROTO from a socket write) read
+  // "<id>:error:<n>:SSL routines:<func>:<reason>:<file>:<line>:..."; the reason is the readable part.
+  const sslReason = typeof e.reason === "string" ? e.reason : /SSL routines:[^:]*:([^:]+)/.exec(message)?.[1];
+  const openssl = code.startsWith("ERR_SSL_") || (code === "EPROTO" && sslReason !== undefined);
+  if (openssl) {
+    const detail = sslReason ?? message.split("\n")[0] ?? message;
+    if (/alert/i.test(detail) || /ALERT/.test(code)) {
+      if (/certificate|unknown ca|access denied/i.test(detail)) {
+        return `TLS handshake refused by the engine: it rejected our client certificate (${detail}); the client certificate must be signed by the CA the engine trusts (dockerd --tlscacert) [${code}]`;
+      }
+      return `TLS handshake refused by the engine (${detail}) [${code}]`;
+    }
+    if (/wrong version number|packet length too long/i.test(detail)) {
+      return `TLS handshake failed (${detail}): the engine does not answer TLS on this port; is it started with --tlsverify? [${code}]`;
+    }
+    return `TLS handshake failed (${detail}) [${code}]`;
+  }
+  if (code === "ERR_TLS_CERT_ALTNAME_INVALID") return `TLS: the engine's certificate is not for this address (${message}) [${code}]`;
+  if (code.startsWith("ERR_TLS_")) return `TLS failed (${message}) [${code}]`;
+  if (unknownIssuer.has(code)) {
+    return `TLS: the engine's certificate is not signed by our CA (${message}); the CA given (-docker-tls-ca) must be the one that signed the engine's --tlscert [${code}]`;
+  }
+  if (/CERT|SIGNATURE|ISSUER|INVALID_CA|INVALID_PURPOSE/.test(code)) return `TLS: the engine's certificate failed verification (${message}) [${code}]`;
+  return undefined;
 }
 
 /** The engine's own words ({"message": ...}) rather than dockerode's "(HTTP code 409) unexpected - ...". */

@@ -3,9 +3,11 @@
 // every call, so that revisions, compares and watch responses reach us exactly as etcd sent them.
 // etcd3's convenience layers (Watcher, Lease with autoKeepAlive, retrying fault policy) are
 // avoided on purpose; docs/store.md lists the pitfalls each avoidance closes.
+import { createSecureContext } from "node:tls";
 import { Etcd3 } from "etcd3";
 import type { ICompare, IRequestOp, IResponseHeader } from "etcd3";
 import { noop } from "cockatiel";
+import { EtcdAuthenticationFailedError, EtcdPermissionDeniedError } from "etcd3";
 import { CompactedError, LeaseLostError, StoreUnavailableError } from "./errors.ts";
 import { isCompactedMessage, isFutureRevisionMessage, isLeaseNotFound, mapEtcdError } from "./etcd-errors.ts";
 import { toKeyValue } from "./etcd-kv.ts";
@@ -50,6 +52,39 @@ export interface EtcdStoreOptions {
    * in every process watching the key.
    */
   watchPrevKv?: boolean;
+  /**
+   * Talk TLS to every endpoint (etcds://). PEM contents, not paths: `ca` is the CA that signed
+   * etcd's server certificate (default: Node's built-in roots), `cert` and `key` our client
+   * certificate for etcd's --client-cert-auth (both or neither).
+   */
+  tls?: EtcdTls;
+  /**
+   * etcd user and password (etcd `auth enable`), exchanged for a token before the first call and
+   * again when etcd says the token expired. Never part of `description`, logs or errors.
+   */
+  auth?: EtcdAuth;
+}
+
+export interface EtcdTls {
+  ca?: string | Buffer;
+  cert?: string | Buffer;
+  key?: string | Buffer;
+}
+
+export interface EtcdAuth {
+  username: string;
+  password: string;
+}
+
+/**
+ * etcd refused who we are: a wrong user or password, a user without the permission, or a user
+ * given to an etcd without authentication. Retrying does not help; the message says what to fix.
+ */
+export class EtcdAccessError extends Error {
+  override readonly name = "EtcdAccessError";
+  constructor(message: string, cause?: unknown) {
+    super(message, { cause });
+  }
 }
 
 /** etcd's "every key from here on" range end. */
@@ -61,6 +96,8 @@ export class EtcdStore implements Store {
   private readonly callTimeoutMs: number;
   private readonly dialTimeoutMs: number;
   private readonly watchPrevKv: boolean;
+  /** What failures are explained against (see explain()); never the password. */
+  private readonly identity: { tls: boolean; clientCert: boolean; user: string | undefined };
   private readonly watches = new Set<EtcdWatch>();
   private progressSafe: Promise<boolean> | null = null;
   private closed = false;
@@ -78,10 +115,17 @@ export class EtcdStore implements Store {
     this.callTimeoutMs = positiveMs(options.callTimeoutMs ?? 5000, "callTimeoutMs");
     this.dialTimeoutMs = positiveMs(options.dialTimeoutMs ?? this.callTimeoutMs, "dialTimeoutMs");
     this.watchPrevKv = options.watchPrevKv ?? true;
-    this.description = `etcd://${endpoints.join(",")}`;
+    this.description = `${options.tls ? "etcds" : "etcd"}://${endpoints.join(",")}`;
+    this.identity = {
+      tls: options.tls !== undefined,
+      clientCert: options.tls?.cert !== undefined && options.tls.cert !== "",
+      user: options.auth?.username,
+    };
     const callTimeoutMs = this.callTimeoutMs;
     this.client = new Etcd3({
       hosts: endpoints,
+      ...(options.tls ? { credentials: tlsCredentials(options.tls) } : {}),
+      ...(options.auth ? { auth: authOption(options.auth) } : {}),
       // Every unary call gets a deadline; streams must not (a watch lives for hours), so they are
       // bounded by our own timers instead. etcd3's `dialTimeout` option is not read by 1.1.2.
       defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + callTimeoutMs }),
@@ -278,7 +322,7 @@ export class EtcdStore implements Store {
         stream.write({ ID: id });
       });
     } catch (error) {
-      throw mapEtcdError(error, "lease keep-alive", this.description, id);
+      throw this.explain(mapEtcdError(error, "lease keep-alive", this.description, id), "lease keep-alive");
     }
     // etcd answers a keep-alive for an expired or revoked lease with TTL 0 (no error).
     if (ttl <= 0) throw new LeaseLostError(id);
@@ -304,8 +348,24 @@ export class EtcdStore implements Store {
     try {
       return await fn();
     } catch (error) {
-      throw mapEtcdError(error, what, this.description, leaseId);
+      throw this.explain(mapEtcdError(error, what, this.description, leaseId), what);
     }
+  }
+
+  /**
+   * Says what a TLS or authentication failure means. gRPC reports a refused handshake as
+   * UNAVAILABLE with OpenSSL's wording (it stays a StoreUnavailableError: a certificate can be
+   * fixed on the other side); etcd's own refusals of a user become EtcdAccessError.
+   */
+  private explain(error: unknown, what: string): unknown {
+    const at = `etcd ${what} at ${this.description} failed`;
+    if (error instanceof StoreUnavailableError) {
+      const detail = error.cause instanceof Error ? error.cause.message.trim() : error.message;
+      const hint = tlsFailureHint(detail, this.identity);
+      return hint ? new StoreUnavailableError(`${at}: ${hint} (${detail})`, error.cause) : error;
+    }
+    const hint = accessFailureHint(error, this.identity.user);
+    return hint ? new EtcdAccessError(`${at}: ${hint} (${(error as Error).message})`, error) : error;
   }
 
   /** For a list below the compact revision: the compact revision (see probeCompactRevision). */
@@ -379,6 +439,84 @@ function toEtcdOp(op: Op): IRequestOp {
       return { request_delete_range: { key: start, range_end: end ?? RANGE_TO_END } };
     }
   }
+}
+
+const CLIENT_CERT_REFUSED =
+  /alert (bad certificate|certificate required|unknown ca|certificate unknown|certificate expired|certificate revoked|unsupported certificate|access denied)/i;
+const SERVER_CERT_UNTRUSTED =
+  /unable to verify the first certificate|self[- ]signed certificate|unable to get (local )?issuer certificate|unable to verify leaf signature|certificate has expired|certificate is not yet valid|Hostname\/IP does not match|ERR_TLS_CERT_ALTNAME_INVALID|certificate signature failure/i;
+const NOT_TLS = /before secure TLS connection was established|wrong version number|packet length too long|unknown protocol/i;
+
+/** What a failed connection's text means for TLS, or undefined when it is not about TLS. */
+export function tlsFailureHint(detail: string, identity: { tls: boolean; clientCert: boolean }): string | undefined {
+  if (!identity.tls) {
+    // etcd's TLS port closes on a plain HTTP/2 preface; a closed port would say ECONNREFUSED.
+    return /Last error: Failed to connect\b/.test(detail)
+      ? "the connection closed before gRPC could start; if this etcd serves TLS, use etcds://"
+      : undefined;
+  }
+  if (CLIENT_CERT_REFUSED.test(detail)) {
+    return identity.clientCert
+      ? "etcd refused our TLS client certificate: it must be signed by a CA in etcd's --trusted-ca-file, " +
+          "be valid now and allow client auth (-store-cert, -store-key)"
+      : "etcd requires a TLS client certificate (--client-cert-auth) and none was given (-store-cert, -store-key)";
+  }
+  if (SERVER_CERT_UNTRUSTED.test(detail)) {
+    return "etcd's server certificate is not trusted: it must be signed by the CA given with -store-ca " +
+      "(without one, Node's built-in roots), be valid now and name the host or IP address dialled";
+  }
+  if (NOT_TLS.test(detail)) return "no TLS handshake: this endpoint does not speak TLS (use etcd:// for a plain etcd)";
+  return undefined;
+}
+
+/** What etcd's refusal of a user means, or undefined for other failures. */
+export function accessFailureHint(error: unknown, user: string | undefined): string | undefined {
+  if (!(error instanceof Error)) return undefined;
+  const who = user === undefined ? "no user was given" : `user ${JSON.stringify(user)}`;
+  if (error instanceof EtcdAuthenticationFailedError) {
+    return `${who}: wrong user name or password (-store-user, -store-password-file or CAPSTAN_STORE_PASSWORD)`;
+  }
+  if (error.message.includes("etcdserver: user name is empty")) {
+    return "etcd has authentication enabled: give a user and its password (-store-user, -store-password-file or CAPSTAN_STORE_PASSWORD)";
+  }
+  if (error.message.includes("etcdserver: authentication is not enabled")) {
+    return `${who}, but etcd has authentication disabled (run etcdctl auth enable, or give no user)`;
+  }
+  if (error instanceof EtcdPermissionDeniedError) {
+    return user === undefined
+      ? "permission denied: etcd has authentication enabled and no user was given (-store-user; " +
+          "with --client-cert-auth etcd takes the user from the client certificate's CN)"
+      : `permission denied: ${who} lacks read-write on every key, from the key \\0 on (docs/store.md: etcd over TLS, with client certificates and users)`;
+  }
+  return undefined;
+}
+
+/**
+ * etcd3's `credentials` (grpc-js createSsl's arguments). A missing CA stays undefined: grpc-js then
+ * trusts Node's built-in roots (etcd3's type says Buffer, createSsl accepts null/undefined).
+ */
+function tlsCredentials(tls: EtcdTls): { rootCertificate: Buffer; privateKey?: Buffer; certChain?: Buffer } {
+  const pem = (value: string | Buffer | undefined) =>
+    value === undefined || value === "" ? undefined : Buffer.isBuffer(value) ? value : Buffer.from(value);
+  const ca = pem(tls.ca);
+  const cert = pem(tls.cert);
+  const key = pem(tls.key);
+  if ((cert === undefined) !== (key === undefined)) {
+    throw new TypeError(`etcd TLS: a client ${cert ? "certificate needs its key" : "key needs its certificate"} (give both or neither)`);
+  }
+  // grpc-js builds the TLS context here: a PEM it cannot use fails now, not on the first call.
+  try {
+    createSecureContext({ ca, cert, key });
+  } catch (error) {
+    throw new TypeError(`etcd TLS: the CA, client certificate or key is not usable: ${(error as Error).message}`);
+  }
+  return { rootCertificate: ca as Buffer, ...(cert && key ? { certChain: cert, privateKey: key } : {}) };
+}
+
+function authOption(auth: EtcdAuth): { username: string; password: string } {
+  if (typeof auth.username !== "string" || auth.username === "") throw new TypeError("etcd auth: the user name is empty");
+  if (typeof auth.password !== "string") throw new TypeError("etcd auth: the password is not a string");
+  return { username: auth.username, password: auth.password };
 }
 
 function positiveMs(value: number, name: string): number {

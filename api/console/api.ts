@@ -10,17 +10,19 @@
 //   GET    /api/v1/tokens                                                200 [{id, user, role, createdAt, expiresAt?}]
 //   DELETE /api/v1/tokens/<id>                                           200 {id, deleted} | 404 | 409 last admin token
 //   GET    /api/v1/repos/<app>/roles/      (any valid token)             200 {role: {role}} | 401 | 403 | 404
+//   GET    /api/v1/whoami                  (any valid token)             200 {id, user, role, apps, allApps, expiresAt?}
 //
-// Every call but the role check needs an admin token in `access-token` (401 without a valid token,
-// 403 with a valid non-admin one). Authentication comes before validation, so an anonymous caller
-// learns nothing about the input rules. Every write is compare-and-swap: a create expects the key
+// Every call but the role check and whoami needs an admin token (`access-token` or `Authorization:
+// Bearer`; 401 without a valid token, 403 with a valid non-admin one). Tokens are checked by the
+// gate every API shares (docs/security.md). Authentication comes before validation, so an anonymous
+// caller learns nothing about the input rules. Every write is compare-and-swap: a create expects the key
 // absent, an update or delete expects the revision it read.
 import { Hono, type Context } from "hono";
 import { z } from "zod";
 import type { Store } from "../../adapters/store/store.ts";
 import { silentLogger, type Logger } from "../../runtime/log.ts";
 import { badRequest, notAllowed, notFound, parseWith, readJsonBody, unavailable } from "../http/index.ts";
-import { authenticate, tokenHeader } from "./authenticate.ts";
+import { requireAdmin, seesAllApps, type Gate, type Principal } from "../auth/index.ts";
 import { systemWallClock, type WallClock } from "./clock.ts";
 import { parseLifetime } from "./duration.ts";
 import { authErrorHandler, authNotFoundHandler, forbidden } from "./errors.ts";
@@ -44,6 +46,10 @@ export interface ConsoleApiOptions {
   log?: Logger;
   /** Wall clock for createdAt and token expiry (default Date.now). */
   clock?: WallClock;
+  /** Who may call (api/auth). */
+  gate: Gate;
+  /** Called after every change of a token or an app, so this process's token cache forgets at once. */
+  changed?: () => void;
 }
 
 const CreateAppBody = z.strictObject({ appname: AppName, maintainers: Maintainers });
@@ -53,14 +59,26 @@ const CreateTokenBody = z
     user: z.string().min(1, "must not be empty").max(254, "must be at most 254 characters"),
     role: Role.default("user"),
     expiresIn: z.string().refine((s) => parseLifetime(s) !== null, "must be a lifetime like 90s, 30m, 24h or 7d (at most 3650d)").optional(),
+    apps: z.array(AppName).max(1000, "must list at most 1000 apps").optional(),
   })
   .transform((b, ctx) => {
-    // A user token is matched against maintainer e-mails, so its user must be one; a sync or admin
-    // token names a service or a person and only has to be a readable label.
-    if (b.role === "user") {
+    // A viewer reads the apps granted on its token, so it needs at least one; other roles get their
+    // apps elsewhere (maintainer lists, or all of them) and a grant would mean nothing.
+    if (b.role === "viewer" && (b.apps === undefined || b.apps.length === 0)) {
+      ctx.addIssue({ code: "custom", path: ["apps"], message: "must list at least one app for a viewer token" });
+      return z.NEVER;
+    }
+    if (b.role !== "viewer" && b.apps !== undefined) {
+      ctx.addIssue({ code: "custom", path: ["apps"], message: `is only for viewer tokens (a ${b.role} token's apps are not granted on the token)` });
+      return z.NEVER;
+    }
+    if (b.apps !== undefined) b = { ...b, apps: [...new Set(b.apps)] };
+    // A user or viewer token is a person's, matched against maintainer e-mails, so its user must be
+    // one; a sync or admin token names a service or a person and only has to be a readable label.
+    if (b.role === "user" || b.role === "viewer") {
       const email = Email.safeParse(b.user);
       if (!email.success) {
-        ctx.addIssue({ code: "custom", path: ["user"], message: "must be an e-mail address for a user token" });
+        ctx.addIssue({ code: "custom", path: ["user"], message: `must be an e-mail address for a ${b.role} token` });
         return z.NEVER;
       }
       return { ...b, user: email.data };
@@ -84,10 +102,11 @@ export function createConsoleApi(opts: ConsoleApiOptions): Hono {
   app.notFound(authNotFoundHandler);
 
   const nowIso = () => new Date(clock.now()).toISOString();
-  const requireAdmin = async (c: Context) => {
-    const token = await authenticate(store, clock, c.req.header(tokenHeader));
-    if (token.role !== "admin") throw forbidden("this call needs an admin token");
-    return token;
+  const changed = opts.changed ?? (() => {});
+  const admin = async (c: Context): Promise<Principal> => {
+    const who = await opts.gate.authenticate(c);
+    requireAdmin(who, "this call");
+    return who;
   };
   const appParam = (c: Context) => parseWith(AppName, c.req.param("app"), "app name", "app");
   const readApp = async (name: string) => {
@@ -97,40 +116,42 @@ export function createConsoleApi(opts: ConsoleApiOptions): Hono {
   };
 
   app.post("/api/v1/apps", async (c) => {
-    await requireAdmin(c);
+    await admin(c);
     const body = await readJsonBody(c, CreateAppBody, "app");
     const record: AppRecord = { appname: body.appname, maintainers: body.maintainers, createdAt: nowIso() };
     const key = appKey(body.appname);
     const result = await store.put(key, JSON.stringify(record), { expect: [{ key, target: "createRevision", equals: 0 }] });
     if (!result.succeeded) throw notAllowed("AlreadyExists", `app ${body.appname} is already registered`);
+    changed();
     log.info({ app: body.appname }, "app registered");
     return c.json(record, 201);
   });
 
   app.get("/api/v1/apps", async (c) => {
-    await requireAdmin(c);
+    await admin(c);
     const { items } = await store.list(appsPrefix);
     return c.json(items.map((kv) => decodeRecord(AppRecord, kv.key, kv.value)));
   });
 
   app.get("/api/v1/apps/:app", async (c) => {
-    await requireAdmin(c);
+    await admin(c);
     return c.json((await readApp(appParam(c))).record);
   });
 
   app.delete("/api/v1/apps/:app", async (c) => {
-    await requireAdmin(c);
+    await admin(c);
     const name = appParam(c);
     const { kv } = await readApp(name);
     const result = await store.delete(kv.key, { expect: [{ key: kv.key, target: "modRevision", equals: kv.modRevision }] });
     // Changed between read and delete: whoever changed it wins; the caller retries with fresh eyes.
     if (!result.succeeded) throw notAllowed("InUse", `app ${name} changed while it was being deleted; retry`);
+    changed();
     log.info({ app: name }, "app unregistered");
     return c.json({ appname: name, deleted: true });
   });
 
   app.put("/api/v1/apps/:app/maintainers", async (c) => {
-    await requireAdmin(c);
+    await admin(c);
     const name = appParam(c);
     const body = await readJsonBody(c, MaintainersBody, "maintainers");
     for (let attempt = 0; attempt < casAttempts; attempt++) {
@@ -138,6 +159,7 @@ export function createConsoleApi(opts: ConsoleApiOptions): Hono {
       const next: AppRecord = { ...record, maintainers: body.maintainers };
       const result = await store.put(kv.key, JSON.stringify(next), { expect: [{ key: kv.key, target: "modRevision", equals: kv.modRevision }] });
       if (result.succeeded) {
+        changed();
         log.info({ app: name, maintainers: next.maintainers.length }, "maintainers changed");
         return c.json(next);
       }
@@ -146,7 +168,7 @@ export function createConsoleApi(opts: ConsoleApiOptions): Hono {
   });
 
   app.post("/api/v1/tokens", async (c) => {
-    await requireAdmin(c);
+    await admin(c);
     const body = await readJsonBody(c, CreateTokenBody, "token request");
     const fresh = generateToken();
     const createdAt = clock.now();
@@ -157,6 +179,7 @@ export function createConsoleApi(opts: ConsoleApiOptions): Hono {
       hash: hashSecret(fresh.secret),
       createdAt: new Date(createdAt).toISOString(),
       ...(body.expiresIn !== undefined ? { expiresAt: new Date(createdAt + parseLifetime(body.expiresIn)!).toISOString() } : {}),
+      ...(body.apps !== undefined ? { apps: body.apps } : {}),
     };
     const key = tokenKey(fresh.id);
     const result = await store.put(key, JSON.stringify(record), { expect: [{ key, target: "createRevision", equals: 0 }] });
@@ -168,7 +191,7 @@ export function createConsoleApi(opts: ConsoleApiOptions): Hono {
   });
 
   app.get("/api/v1/tokens", async (c) => {
-    await requireAdmin(c);
+    await admin(c);
     const { items } = await store.list(tokensPrefix);
     return c.json(
       items.map((kv) => {
@@ -179,7 +202,7 @@ export function createConsoleApi(opts: ConsoleApiOptions): Hono {
   });
 
   app.delete("/api/v1/tokens/:id", async (c) => {
-    await requireAdmin(c);
+    await admin(c);
     const id = c.req.param("id");
     if (!/^[0-9a-f]{12}$/.test(id)) throw badRequest("token id must be 12 lower-case hex characters", [{ path: "id", message: "must be 12 lower-case hex characters" }]);
     const { items, revision } = await store.list(tokensPrefix);
@@ -194,18 +217,38 @@ export function createConsoleApi(opts: ConsoleApiOptions): Hono {
     compares.push({ key: target.key, target: "modRevision", equals: target.modRevision });
     const result = await store.txn(compares, [{ type: "delete", key: target.key }]);
     if (!result.succeeded) throw notAllowed("InUse", `tokens changed while token ${id} was being revoked (at revision ${revision}); retry`);
+    changed();
     log.info({ tokenId: id }, "token revoked");
     return c.json({ id, deleted: true });
   });
 
+  // The original lvault's question ("has this token a role on app X?"); a viewer's answer is
+  // "viewer", which grants reading the app's objects but not its secrets.
   const roleCheck = async (c: Context) => {
-    const token = await authenticate(store, clock, c.req.header(tokenHeader));
+    const who = await opts.gate.authenticate(c);
     const { record } = await readApp(appParam(c));
-    if (token.role === "admin") return c.json({ role: { role: "admin" } });
-    if (token.role === "sync") return c.json({ role: { role: "sync" } });
-    if (record.maintainers.includes(token.user)) return c.json({ role: { role: "maintainer" } });
-    throw forbidden(`${token.user} is not a maintainer of app ${record.appname}`);
+    if (who.role === "admin" || who.role === "sync") return c.json({ role: { role: who.role } });
+    if (who.role === "user" && record.maintainers.includes(who.user)) return c.json({ role: { role: "maintainer" } });
+    if (who.role === "viewer" && who.apps.has(record.appname)) return c.json({ role: { role: "viewer" } });
+    throw forbidden(`${who.user} has no role on app ${record.appname}`, `a role on app ${record.appname}`);
   };
+
+  app.get("/api/v1/whoami", async (c) => {
+    const who = await opts.gate.authenticate(c);
+    let expiresAt: string | undefined;
+    if (who.tokenId !== "-") {
+      const kv = await store.get(tokenKey(who.tokenId));
+      if (kv !== null) expiresAt = decodeRecord(TokenRecord, kv.key, kv.value).expiresAt;
+    }
+    return c.json({
+      id: who.tokenId,
+      user: who.user,
+      role: who.role,
+      apps: [...who.apps].sort(),
+      allApps: seesAllApps(who),
+      ...(expiresAt !== undefined ? { expiresAt } : {}),
+    });
+  });
   app.get("/api/v1/repos/:app/roles/", roleCheck);
   app.get("/api/v1/repos/:app/roles", roleCheck);
 

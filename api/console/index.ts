@@ -2,8 +2,7 @@
 // createConsoleApi for the routes, ensureAdminToken once on start.
 export { createConsoleApi, type ConsoleApiOptions } from "./api.ts";
 export { AdminTokenError, ensureAdminToken, type EnsureAdminTokenOptions } from "./admin-token.ts";
-export { authenticate, tokenHeader } from "./authenticate.ts";
 export { systemWallClock, type WallClock } from "./clock.ts";
-export { AuthError, authErrorHandler, authNotFoundHandler, forbidden, unauthorized } from "./errors.ts";
+export { authErrorHandler, authNotFoundHandler, forbidden, unauthorized } from "./errors.ts";
 export { appKey, appNamePattern, appsPrefix, tokenKey, tokensPrefix, type AppRecord, type Role, type TokenRecord } from "./records.ts";
 export { generateToken, hashSecret, parseToken } from "./tokens.ts";

@@ -31,7 +31,12 @@ export const Maintainers = z
   .max(100, "must list at most 100 maintainers")
   .transform((list) => [...new Set(list)]);
 
-export const Role = z.enum(["user", "sync", "admin"]);
+/**
+ * Token roles (docs/security.md, "Roles"): admin, everything; user, a person, maintainer of the apps
+ * whose maintainers list their e-mail; viewer, read-only on the apps granted on the token; sync,
+ * the read-only service identity (secrets of every app, for Secret-sync).
+ */
+export const Role = z.enum(["user", "viewer", "sync", "admin"]);
 export type Role = z.infer<typeof Role>;
 
 export const AppRecord = z.object({
@@ -48,6 +53,8 @@ export const TokenRecord = z.object({
   hash: z.string(),
   createdAt: z.string(),
   expiresAt: z.string().optional(),
+  /** A viewer token's grants: the apps it may read. */
+  apps: z.array(z.string()).optional(),
 });
 export type TokenRecord = z.infer<typeof TokenRecord>;
 

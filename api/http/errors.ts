@@ -1,6 +1,8 @@
 // Error answers of every Capstan HTTP API, in the shapes of DESIGN.md section 6:
 //
 //   400 {"code": "BadRequest", "message": "...", "details": [{"path": "...", "message": "..."}]}
+//   401 {"code": "Unauthorized", "message": "..."}   with WWW-Authenticate: no valid credential
+//   403 {"code": "Forbidden", "message": "...", "missing": "...", "details"?: [...]}   a valid credential without the permission
 //   404 {"code": "NotFound", "message": "..."}
 //   409 {"code": "NotAllowed", "reason": "AlreadyExists" | "InsufficientResources" | "InUse", "message": "..."}
 //   503 {"code": "Unavailable", "message": "..."}    the store did not answer in time; safe to retry
@@ -24,12 +26,14 @@ export type NotAllowedReason = "AlreadyExists" | "InsufficientResources" | "InUs
 
 export type ErrorBody =
   | { code: "BadRequest"; message: string; details: ErrorDetail[] }
+  | { code: "Unauthorized"; message: string }
+  | { code: "Forbidden"; message: string; missing?: string; details?: ErrorDetail[] }
   | { code: "NotFound"; message: string }
   | { code: "NotAllowed"; reason: NotAllowedReason; message: string }
   | { code: "Unavailable"; message: string }
   | { code: "InternalError"; message: string };
 
-export type ErrorStatus = 400 | 404 | 409 | 500 | 503;
+export type ErrorStatus = 400 | 401 | 403 | 404 | 409 | 500 | 503;
 
 export class ApiError extends Error {
   override readonly name = "ApiError";
@@ -44,6 +48,22 @@ export class ApiError extends Error {
 export function badRequest(message: string, details: ErrorDetail[] = []): ApiError {
   return new ApiError(400, { code: "BadRequest", message, details });
 }
+
+/** 401: no credential, or one that is malformed, unknown, expired or revoked (all told apart only in the log). */
+export function unauthorized(message: string): ApiError {
+  return new ApiError(401, { code: "Unauthorized", message });
+}
+
+/** 403: a valid credential that lacks `missing` (a permission such as "write on app shop"). */
+export function forbidden(message: string, missing?: string, details?: ErrorDetail[]): ApiError {
+  return new ApiError(403, { code: "Forbidden", message, ...(missing !== undefined ? { missing } : {}), ...(details?.length ? { details } : {}) });
+}
+
+/**
+ * The challenge a 401 carries (RFC 6750): the token goes in `Authorization: Bearer` or the
+ * `access-token` header (docs/security.md).
+ */
+export const authChallenge = 'Bearer realm="capstan"';
 
 export function notFound(message: string): ApiError {
   return new ApiError(404, { code: "NotFound", message });
@@ -65,7 +85,9 @@ export function accepted(c: Context, message: string, checkUrl: string): Respons
 /** For app.onError. */
 export function errorHandler(log: Logger): ErrorHandler {
   return (err, c) => {
-    if (err instanceof ApiError) return c.json(err.body, err.status);
+    if (err instanceof ApiError) {
+      return err.status === 401 ? c.json(err.body, 401, { "www-authenticate": authChallenge }) : c.json(err.body, err.status);
+    }
     if (err instanceof HTTPException && err.status < 500) {
       // Thrown by Hono itself (e.g. a malformed URL): still our error shape.
       const body: ErrorBody = { code: "BadRequest", message: err.message || "bad request", details: [] };

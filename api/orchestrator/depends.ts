@@ -10,6 +10,8 @@
 //   DELETE /api/depends?name=&force=               202 | 400 | 404 | 409 InUse
 //
 // Input is validated completely before the store is touched, so a 400 never leaves a trace.
+// Every call needs a credential (docs/security.md): read or write on the dependency's namespace,
+// host access only as allowed; listings show only what the caller may read.
 import { isDeepStrictEqual } from "node:util";
 import { Hono } from "hono";
 import { z } from "zod";
@@ -17,6 +19,7 @@ import { parsePlacementFilter, rankNodes, type NodeCapacity, type PlacementFilte
 import type { Store } from "../../adapters/store/store.ts";
 import type { Informer } from "../../runtime/informer.ts";
 import { silentLogger, type Logger } from "../../runtime/log.ts";
+import { auditObject, may, requireApp, requireHostAccess, requireOwnName, seesAllApps, type ApiAccess, type Principal } from "../auth/index.ts";
 import { accepted, errorHandler, invalid, notAllowed, notFound, notFoundHandler, parseQuery, queryBoolean, readJsonBody } from "../http/index.ts";
 import { DependencySpecInput, dependencyLayout, type DependencySpec, type StoredDependency } from "../resources/dependency.ts";
 import type { NodeRecord } from "../resources/node.ts";
@@ -32,6 +35,8 @@ export interface DependsApiOptions {
   /** Root of the key layout (default /platform/orchestrator/); tests use a unique root. */
   prefix?: string;
   log?: Logger;
+  /** Who may call, and the host-access rules. */
+  access: ApiAccess;
 }
 
 export const DependsGetQuery = z.object({ name: Name.describe("Dependency name") });
@@ -50,19 +55,36 @@ export function createDependsApi(opts: DependsApiOptions): Hono {
   const app = new Hono();
   app.onError(errorHandler(log));
   app.notFound(notFoundHandler);
+  const { gate, hostAccess } = opts.access;
 
-  app.get("/api/depends/_all", async (c) => c.json(await listDependenciesWithStatus(store, layout)));
+  /** Write on the dependency's app, an own name, host access only as allowed. */
+  const mayWrite = (who: Principal, spec: DependencySpec) => {
+    requireApp(who, "write", spec.namespace);
+    requireOwnName(who, "dependency", spec.name, spec.namespace);
+    requireHostAccess(who, spec, hostAccess);
+  };
+
+  app.get("/api/depends/_all", async (c) => {
+    const who = await gate.authenticate(c);
+    const all = await listDependenciesWithStatus(store, layout);
+    return c.json(seesAllApps(who) ? all : all.filter((d) => may(who, "read", d.spec.namespace)));
+  });
 
   app.get("/api/depends", async (c) => {
+    const who = await gate.authenticate(c);
     const { name } = parseQuery(c, DependsGetQuery);
     const found = await getDependencyWithStatus(store, layout, name);
     if (found === null) throw notFound(`dependency ${name} not found`);
+    requireApp(who, "read", found.spec.namespace);
     return c.json(found);
   });
 
   app.post("/api/depends", async (c) => {
+    const who = await gate.authenticate(c);
     const spec = await readJsonBody(c, DependencySpecInput, "PodSpec");
     const filters = placementFilters(spec);
+    mayWrite(who, spec);
+    auditObject(c.req.raw, `dependency/${spec.name}`);
     const verdict = fitsSomewhere(opts.nodes.list(), spec, filters);
     if (verdict !== undefined) throw notAllowed("InsufficientResources", `cannot create dependency ${spec.name}: ${verdict}`);
     const now = new Date().toISOString();
@@ -73,9 +95,13 @@ export function createDependsApi(opts: DependsApiOptions): Hono {
   });
 
   app.put("/api/depends", async (c) => {
+    const who = await gate.authenticate(c);
     const spec = await readJsonBody(c, DependencySpecInput, "PodSpec");
     placementFilters(spec);
+    auditObject(c.req.raw, `dependency/${spec.name}`);
     const { written, record } = await updateDependency(store, layout, spec.name, (current) => {
+      requireApp(who, "write", current.namespace);
+      mayWrite(who, spec);
       if (current.deleting) throw notFound(`dependency ${spec.name} is being deleted`);
       const { version, createdAt, updatedAt: _u, deleting: _d, ...pod } = current;
       // The same definition again (a re-applied file) is not a change: no new version, no rollout.
@@ -90,13 +116,18 @@ export function createDependsApi(opts: DependsApiOptions): Hono {
   });
 
   app.delete("/api/depends", async (c) => {
+    const who = await gate.authenticate(c);
     const { name, force = false } = parseQuery(c, DependsDeleteQuery);
+    const found = await getDependencyWithStatus(store, layout, name);
+    if (found === null) throw notFound(`dependency ${name} not found`);
+    requireApp(who, "write", found.spec.namespace);
     // Refused while a stored PodGroup lists it: its instances rely on the pod next to them.
     // PodGroups are read just before the compare-and-swap, not inside it (a store transaction
     // cannot compare a whole prefix): a group created in between is not seen, and its pod is
     // removed with the dependency. Deploying it needs the dependency, which is then gone anyway.
     const dependents = force ? [] : await dependentsOf(store, layout, name);
     const { written } = await updateDependency(store, layout, name, (current) => {
+      requireApp(who, "write", current.namespace);
       if (dependents.length > 0) {
         throw notAllowed("InUse", `dependency ${name} is used by podgroup ${dependents.join(", ")}; remove them first, or delete with force=true`);
       }

@@ -11,11 +11,14 @@
 // not a non-negative integer, or not below pg's numInstances; force not true/false. 404: pg names no
 // PodGroup (or one being deleted). `from` is deliberately not checked against the node records: a
 // node already removed from -cluster can still be drained of what the store says ran there.
+//
+// Any authenticated caller may list the nodes; a drift is an admin's (docs/security.md).
 import { randomUUID } from "node:crypto";
 import { Hono } from "hono";
 import type { Store } from "../../adapters/store/store.ts";
 import type { Informer } from "../../runtime/informer.ts";
 import { silentLogger, type Logger } from "../../runtime/log.ts";
+import { requireAdmin, type ApiAccess } from "../auth/index.ts";
 import { badRequest, errorHandler, notFound, notFoundHandler, parseQuery, unavailable } from "../http/index.ts";
 import { keys } from "../resources/keys.ts";
 import type { NodeRecord } from "../resources/node.ts";
@@ -29,6 +32,8 @@ export interface NodesApiOptions {
   nodes: Informer<NodeRecord>;
   podGroups: Informer<StoredPodGroup>;
   log?: Logger;
+  /** Who may call. */
+  access: Pick<ApiAccess, "gate">;
 }
 
 export function createNodesApi(opts: NodesApiOptions): Hono {
@@ -38,9 +43,15 @@ export function createNodesApi(opts: NodesApiOptions): Hono {
   app.onError(errorHandler(log));
   app.notFound(notFoundHandler);
 
-  app.get("/api/nodes", (c) => c.json(nodes.list().sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))));
+  const { gate } = opts.access;
+
+  app.get("/api/nodes", async (c) => {
+    await gate.authenticate(c);
+    return c.json(nodes.list().sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)));
+  });
 
   app.patch("/api/nodes", async (c) => {
+    requireAdmin(await gate.authenticate(c), "a node operation (drift)");
     const q = parseQuery(c, DriftQuery);
     const to = q.to || undefined;
     const pg = q.pg || undefined;

@@ -4,6 +4,11 @@
 // caches (PodGroupReader: read-your-own-writes on this replica, store reads when a cache is behind).
 // It never calls Docker; the PodGroup controller converges the engines to what is written here.
 //
+// Every call needs a credential (docs/security.md): reads need read on the group's namespace (its
+// app), writes need write on it, and host access (binds, networks, log drivers) is an admin's.
+// Listings show only the groups the caller may read. The order is authenticate, validate, read,
+// authorize, write: a 401 or 403 never leaves a trace in the store.
+//
 //   GET    /api/podgroups?name=&force_update=             200 PodGroupWithSpec | 400 | 404
 //   GET    /api/podgroups/_all                            200 PodGroupWithSpec[]
 //   POST   /api/podgroups            PodGroupSpec         202 | 400 | 409 AlreadyExists / InsufficientResources
@@ -18,6 +23,7 @@ import { Hono, type Context } from "hono";
 import { parsePlacementFilter, type PlacementFilter } from "../../adapters/cluster/index.ts";
 import type { Store } from "../../adapters/store/store.ts";
 import type { Informer } from "../../runtime/informer.ts";
+import { auditObject, may, requireApp, requireHostAccess, requireOwnName, seesAllApps, type ApiAccess, type Principal } from "../auth/index.ts";
 import { silentLogger, type Logger } from "../../runtime/log.ts";
 import { accepted, errorHandler, invalid, notAllowed, notFound, notFoundHandler, parseQuery, readJsonBody } from "../http/index.ts";
 import type { NodeRecord } from "../resources/node.ts";
@@ -37,6 +43,8 @@ export interface PodGroupApiOptions {
   /** GETs read it with podGroups once both are synced; without it (or before) they read the store. */
   podGroupStatuses?: Informer<CachedStatus>;
   log?: Logger;
+  /** Who may call, and the host-access rules. */
+  access: ApiAccess;
 }
 
 const checkUrlOf = (name: string) => `/api/podgroups?name=${encodeURIComponent(name)}`;
@@ -46,6 +54,7 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
   const log = (opts.log ?? silentLogger).child({ api: "podgroups" });
   const demand = new DemandIndex(opts.podGroups);
   const reader = new PodGroupReader(store, opts.podGroups, opts.podGroupStatuses);
+  const { gate, hostAccess } = opts.access;
   const app = new Hono();
   app.onError(errorHandler(log));
   app.notFound(notFoundHandler);
@@ -58,13 +67,21 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
 
   app.get("/api/openapi.json", (c) => c.json(openApiDocument()));
 
-  app.get("/api/podgroups/_all", async (c) => c.json(await reader.list()));
+  app.get("/api/podgroups/_all", async (c) => {
+    const who = await gate.authenticate(c);
+    const all = await reader.list();
+    return c.json(seesAllApps(who) ? all : all.filter((g) => may(who, "read", g.spec.namespace)));
+  });
 
   app.get("/api/podgroups", async (c) => {
+    const who = await gate.authenticate(c);
     const q = parseQuery(c, GetQuery);
     const group = await reader.get(q.name);
     if (group === null) throw notFound(`podgroup ${q.name} not found`);
+    requireApp(who, "read", group.spec.namespace);
     if (q.force_update) {
+      requireApp(who, "write", group.spec.namespace);
+      auditObject(c.req.raw, `podgroup/${q.name}`);
       const task = await requestRefresh(store, q.name, new Date());
       log.info({ podgroup: q.name, task: task.id }, "refresh requested");
     }
@@ -72,8 +89,11 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
   });
 
   app.post("/api/podgroups", async (c) => {
+    const who = await gate.authenticate(c);
     const spec = await readJsonBody(c, PodGroupSpecInput, "PodGroupSpec");
     const filters = placementFilters(spec.pod, "pod.filters");
+    mayWrite(who, spec.name, spec.namespace, spec.pod, "pod.");
+    auditObject(c.req.raw, `podgroup/${spec.name}`);
     const group = storedForm(spec, new Date().toISOString());
     admit("create", undefined, group, filters);
     reader.wrote(group.name, await createPodGroup(store, group));
@@ -82,24 +102,28 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
   });
 
   app.delete("/api/podgroups", async (c) => {
+    const who = await gate.authenticate(c);
     const { name } = parseQuery(c, DeleteQuery);
-    const { written, revision } = await updatePodGroup(store, name, (current) =>
-      current.deleting ? undefined : { ...current, deleting: true, updatedAt: new Date().toISOString() },
-    );
+    const { written, revision } = await updatePodGroup(store, name, (current) => {
+      requireApp(who, "write", current.namespace);
+      return current.deleting ? undefined : { ...current, deleting: true, updatedAt: new Date().toISOString() };
+    });
     reader.wrote(name, revision);
     if (written) log.info({ podgroup: name }, "podgroup deletion requested");
     return accepted(c, `podgroup ${name} is being deleted`, checkUrlOf(name));
   });
 
   app.patch("/api/podgroups", async (c) => {
+    const who = await gate.authenticate(c);
     const { cmd } = parseQuery(c, PatchQuery);
-    return cmd === "replica" ? patchReplica(c) : patchSpec(c);
+    return cmd === "replica" ? patchReplica(c, who) : patchSpec(c, who);
   });
 
   /** cmd=replica: numInstances and restartPolicy; the pod (and its version) stays as it is. */
-  const patchReplica = async (c: Context) => {
+  const patchReplica = async (c: Context, who: Principal) => {
     const q = parseQuery(c, ReplicaQuery);
     const { written, record, revision } = await updatePodGroup(store, q.name, (current) => {
+      requireApp(who, "write", current.namespace);
       if (current.deleting) throw notFound(`podgroup ${q.name} is being deleted`);
       const restartPolicy = q.restart_policy ?? current.restartPolicy;
       if (current.numInstances === q.num_instances && current.restartPolicy === restartPolicy) return undefined;
@@ -116,11 +140,13 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
   };
 
   /** cmd=spec: a new PodSpec; pod.version goes up by one, and the controller rolls it out. */
-  const patchSpec = async (c: Context) => {
+  const patchSpec = async (c: Context, who: Principal) => {
     const { name } = parseQuery(c, PatchQuery);
     const pod = await readJsonBody(c, PodSpecInput, "PodSpec");
     const filters = placementFilters(pod, "filters");
     const { written, record, revision } = await updatePodGroup(store, name, (current) => {
+      requireApp(who, "write", current.namespace);
+      mayWrite(who, current.name, current.namespace, pod, "");
       if (current.deleting) throw notFound(`podgroup ${name} is being deleted`);
       const candidate = normalised({ ...pod, name: pod.name ?? current.name, version: current.pod.version });
       // The same spec again (a re-applied file) is not a change: no new version, no rollout.
@@ -137,6 +163,19 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
     return accepted(c, message, checkUrlOf(name));
   };
 
+  /**
+   * May `who` store this pod for group `name` of `namespace`? Write on the group's app and on the
+   * pod's namespace, an own name, host access only as allowed, and secret files only for a group
+   * named for its app (Secret-sync installs the secrets of the app the name begins with).
+   */
+  const mayWrite = (who: Principal, name: string, namespace: string, pod: PodSpec, prefix: string) => {
+    requireApp(who, "write", namespace);
+    requireApp(who, "write", pod.namespace);
+    requireOwnName(who, "podgroup", name, namespace);
+    requireHostAccess(who, pod, hostAccess, prefix);
+    requireSecretsOwnApp(name, namespace, pod, prefix);
+  };
+
   // Other methods and sub-paths of this API answer in its error shape even when the app is mounted
   // on a parent (whose own not-found answer is plain text). Only our own paths: a wider catch-all
   // would shadow routes other components mount later.
@@ -144,6 +183,21 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
   app.all("/api/podgroups/*", notFoundHandler);
 
   return app;
+}
+
+/**
+ * Secret files reach a group only when its name begins with its namespace: Secret-sync reads the
+ * secrets of app `<first name segment>`, and that must be the app the group belongs to.
+ */
+function requireSecretsOwnApp(name: string, namespace: string, pod: PodSpec, prefix: string): void {
+  const app = name.split(".")[0]!;
+  if (app === namespace) return;
+  const details = pod.containers.flatMap((c, i) =>
+    (c.secretFiles?.length ?? 0) > 0
+      ? [{ path: `${prefix}containers[${i}].secretFiles`, message: `secret files are installed only into a group named for its namespace (${namespace} or ${namespace}.<name>); ${name} would receive the secrets of app ${app}` }]
+      : [],
+  );
+  if (details.length > 0) throw invalid(prefix === "" ? "PodSpec" : "PodGroupSpec", details);
 }
 
 /** The record POST stores: pod.name defaults to the group's name, pod.version starts at 1. */

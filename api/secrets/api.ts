@@ -3,15 +3,16 @@
 //   PUT    /v2/secrets?app=&proc=&path=   body: record JSON or raw content   200 {app, proc, path}
 //   GET    /v2/secrets?app=[&proc=][&path=]                                  200 [{path, content, owner, group, mode, proc}]
 //   DELETE /v2/secrets?app=&proc=&path=                                      200 {app, proc, path, deleted}
-//   POST   /v2/sys/init    {shares, threshold}                               200 {keys, rootToken, shares, threshold} | 409
+//   POST   /v2/sys/init    {shares, threshold}   (admin token)               200 {keys, rootToken, shares, threshold} | 409
 //   POST   /v2/sys/unseal  {key}                                             200 {sealed, progress, threshold} | 400 | 409
 //   POST   /v2/sys/seal    access-token: <root token>                        200 {sealed: true} | 401 | 409
 //   GET    /v2/sys/status                                                    200 {initialized, sealed, progress, threshold, shares}
 //
-// Order of checks on /v2/secrets (docs/secrets.md): a token must be present (401), the service
-// must be unsealed (503 {error: "sealed"}), the input must be valid (400, nothing written), then the
-// console decides (401/403/404; 503 when it does not answer). Maintainers and admins may PUT,
-// DELETE and GET; the sync role may only GET. Logs name the app, proc and status of each call
+// Order of checks on /v2/secrets (docs/secrets.md): a valid token (401), the service must be
+// unsealed (503 {error: "sealed"}), the input must be valid (400, nothing written), then the role
+// (403; 404 for an app that is not registered). Tokens are checked from the store like every API's
+// (docs/security.md). Maintainers and admins may PUT, DELETE and GET; the sync role may only GET;
+// a viewer of the app may not read secrets. Logs name the app, proc and status of each call
 // (PUT at debug level), never a token, a path's content or a share.
 import { Hono, type Context } from "hono";
 import { z } from "zod";
@@ -19,12 +20,10 @@ import type { Registry } from "prom-client";
 import { PutBatcher } from "../../adapters/store/put-batcher.ts";
 import type { Store } from "../../adapters/store/store.ts";
 import type { Informer } from "../../runtime/informer.ts";
-import { realClock, type Clock } from "../../runtime/clock.ts";
 import { silentLogger, type Logger } from "../../runtime/log.ts";
-import { authErrorHandler, authNotFoundHandler, forbidden, unauthorized } from "../console/errors.ts";
-import { tokenHeader } from "../console/authenticate.ts";
-import { badRequest, readJsonBody } from "../http/index.ts";
-import { ConsoleAuthorizer, type SecretsRole } from "./authorize.ts";
+import { requireAdmin, requireApp, tokenHeader, type Gate, type Principal } from "../auth/index.ts";
+import { authErrorHandler, authNotFoundHandler, unauthorized } from "../console/errors.ts";
+import { badRequest, notFound, readJsonBody } from "../http/index.ts";
 import { parseAddressQuery, parseGetQuery, readBodyText, recordFromBody } from "./params.ts";
 import { SecretCache } from "./cache.ts";
 import { SecretIntegrityError } from "./read.ts";
@@ -33,15 +32,11 @@ import { SealedError, Vault, VaultStateError } from "./vault.ts";
 
 export interface SecretsServiceOptions {
   store: Store;
-  /** Base URL of the console whose role endpoint decides, e.g. http://127.0.0.1:9002. */
-  consoleUrl: string;
+  /** Who may call (api/auth). */
+  gate: Gate;
+  /** Whether an app is registered (the token verifier's cached app list). */
+  apps: { registered(app: string): Promise<boolean> };
   log?: Logger;
-  /** Times the role cache (monotonic is right: only durations are measured). */
-  clock?: Clock;
-  /** How long a positive role answer is reused (default 5000 ms; 0 turns the cache off). */
-  authCacheMs?: number;
-  /** Timeout of a role check (default 3000 ms). */
-  authTimeoutMs?: number;
   /** Where the record cache's informer_* metrics go. */
   registry?: Registry;
 }
@@ -64,8 +59,6 @@ const InitBody = z
   .refine((b) => b.threshold <= b.shares, { path: ["threshold"], message: "must be at most shares" });
 const UnsealBody = z.strictObject({ key: z.string() });
 
-const writers: ReadonlySet<SecretsRole> = new Set(["maintainer", "admin"]);
-
 export function createSecretsService(opts: SecretsServiceOptions): SecretsService {
   const { store } = opts;
   const log = (opts.log ?? silentLogger).child({ api: "secrets" });
@@ -74,12 +67,6 @@ export function createSecretsService(opts: SecretsServiceOptions): SecretsServic
   // Concurrent PUTs share one transaction (group commit): etcd's and the gRPC call's cost per
   // write falls with the number in flight, and each PUT still answers only once its record is durable.
   const writes = new PutBatcher(store);
-  const authorizer = new ConsoleAuthorizer({
-    consoleUrl: opts.consoleUrl,
-    clock: opts.clock ?? realClock,
-    ...(opts.authCacheMs !== undefined ? { cacheMs: opts.authCacheMs } : {}),
-    ...(opts.authTimeoutMs !== undefined ? { timeoutMs: opts.authTimeoutMs } : {}),
-  });
   const app = new Hono();
   const shared = authErrorHandler(log);
   app.onError((err, c) => {
@@ -97,24 +84,22 @@ export function createSecretsService(opts: SecretsServiceOptions): SecretsServic
   });
   app.notFound(authNotFoundHandler);
 
-  /** Token present, unsealed; the rest comes after validation. */
-  const admit = (c: Context): string => {
-    const token = c.req.header(tokenHeader);
-    if (token === undefined || token === "") throw unauthorized(`missing ${tokenHeader} header`);
+  /** A valid token, unsealed; the role comes after validation. */
+  const admit = async (c: Context): Promise<Principal> => {
+    const who = await opts.gate.authenticate(c);
     if (vault.sealed()) throw new SealedError();
-    return token;
+    return who;
   };
-  const authorize = async (token: string, appName: string, write: boolean) => {
-    const role = await authorizer.role(token, appName);
-    if (write && !writers.has(role)) throw forbidden(`role ${role} may only read secrets`);
-    return role;
+  const authorize = async (who: Principal, appName: string, write: boolean) => {
+    requireApp(who, write ? "write" : "read-secrets", appName);
+    if (!(await opts.apps.registered(appName))) throw notFound(`app ${appName} is not registered`);
   };
 
   app.put("/v2/secrets", async (c) => {
-    const token = admit(c);
+    const who = await admit(c);
     const q = parseAddressQuery(c);
     const record = recordFromBody(await readBodyText(c));
-    await authorize(token, q.app, true);
+    await authorize(who, q.app, true);
     cache.wrote(q.app, await writes.put(secretKey(q.app, q.proc, q.path), vault.encrypt(q.app, q.proc, q.path, record)));
     // Debug, not info: one synchronous log write was 3 % of a PUT's CPU, and the spec asks for no
     // access log. Deletes (rare, destructive) stay at info.
@@ -123,18 +108,18 @@ export function createSecretsService(opts: SecretsServiceOptions): SecretsServic
   });
 
   app.get("/v2/secrets", async (c) => {
-    const token = admit(c);
+    const who = await admit(c);
     const q = parseGetQuery(c);
-    await authorize(token, q.app, false);
+    await authorize(who, q.app, false);
     const shown = (await cache.read(q.app, q.proc, q.path))
       .map((e) => ({ path: e.path, content: e.content, owner: e.owner, group: e.group, mode: e.mode, proc: e.proc }));
     return c.json(shown);
   });
 
   app.delete("/v2/secrets", async (c) => {
-    const token = admit(c);
+    const who = await admit(c);
     const q = parseAddressQuery(c);
-    await authorize(token, q.app, true);
+    await authorize(who, q.app, true);
     const key = secretKey(q.app, q.proc, q.path);
     // One round trip: "absent" is the compare, the delete the failure branch, so a failed compare
     // means the record existed and is now deleted (no read before the write).
@@ -146,6 +131,7 @@ export function createSecretsService(opts: SecretsServiceOptions): SecretsServic
   });
 
   app.post("/v2/sys/init", async (c) => {
+    requireAdmin(await opts.gate.authenticate(c), "initializing the secrets service");
     const body = await readJsonBody(c, InitBody, "init request");
     const { keys, rootToken } = await vault.init(body.shares, body.threshold);
     return c.json({ keys, rootToken, shares: body.shares, threshold: body.threshold });

@@ -2,7 +2,6 @@
 // Vault (seal state); the Secret-sync controller in the same process reads records through
 // readSecrets and starts/stops on vault.onUnseal/onSeal.
 export { createSecretsService, type SecretsService, type SecretsServiceOptions } from "./api.ts";
-export { ConsoleAuthorizer, type SecretsRole } from "./authorize.ts";
 export { DecryptError } from "./crypto.ts";
 export { readSecret, readSecrets, SecretIntegrityError, type SecretEntry } from "./read.ts";
 export { aadOf, appSecretsPrefix, parseSecretKey, procSecretsPrefix, secretKey, secretsPrefix, sysKeys, sysPrefix, type SecretRecord } from "./record.ts";

@@ -1,8 +1,7 @@
 // `capstan apps add <cluster> <app> -maintainer e@x [-maintainer ...]` and `capstan apps list
 // <cluster>`: register an app with the console and list the registered ones (admin token).
-import { configPath, readClientConfig } from "../client-config.ts";
-import { clusterClients, clusterCommandOptionDefs, positionals } from "../cluster-options.ts";
-import { CommandFailure, reportFailure } from "../failure.ts";
+import { clusterClients, clusterCommandOptionDefs, currentCluster, positionals } from "../cluster-options.ts";
+import { reportFailure } from "../failure.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
 import { table } from "../render.ts";
 
@@ -75,11 +74,4 @@ async function list(argv: string[]): Promise<number> {
   } catch (e) {
     return reportFailure("apps list", e);
   }
-}
-
-function currentCluster(): string {
-  const path = configPath();
-  const current = readClientConfig(path).current;
-  if (current === undefined) throw new CommandFailure(`no current cluster in ${path}: give CLUSTER, or run capstan login CLUSTER first`);
-  return current;
 }

@@ -1,10 +1,13 @@
 // `capstan console`: the console (apps, maintainers, access tokens, role checks) in one process.
 import { createLogger } from "../../runtime/log.ts";
 import { consoleLeaderKey, consoleOptionDefs, consoleSettings, installConsole } from "../console.ts";
+import { authFromOptions, authOptionDefs } from "../auth-options.ts";
 import { parseArgs, usage, type OptionDef } from "../options.ts";
 import { historyOption, serve, storeOption, webOption } from "../serve.ts";
+import { storeConnectionFromOptions, storeConnectionOptionDefs } from "../store-options.ts";
+import { tlsFromOptions, tlsOptionDefs } from "../tls-options.ts";
 
-const defs: OptionDef[] = [{ ...webOption, default: ":9002" }, storeOption, ...consoleOptionDefs, historyOption];
+const defs: OptionDef[] = [{ ...webOption, default: ":9002" }, ...authOptionDefs, ...tlsOptionDefs, storeOption, ...storeConnectionOptionDefs, ...consoleOptionDefs, historyOption];
 
 const summary = `Runs the console: apps and their maintainers, access tokens (stored as hashes) and the role
 check (/api/v1/repos/APP/roles/) the secrets service asks on every call. On first start with no
@@ -20,7 +23,7 @@ export async function run(argv: string[]): Promise<number> {
   const o = args.options as { web: string; store: string; history: number };
   const settings = consoleSettings(args.options);
   return serve(
-    { name: "console", web: o.web, storeUrl: o.store, historyMs: o.history, leaderKey: consoleLeaderKey, log: createLogger("console") },
+    { name: "console", web: o.web, tls: tlsFromOptions(args.options), storeUrl: o.store, storeConnection: storeConnectionFromOptions(args.options), historyMs: o.history, auth: authFromOptions(args.options), leaderKey: consoleLeaderKey, log: createLogger("console") },
     (ctx) => installConsole(ctx, settings),
   );
 }

@@ -1,8 +1,9 @@
-// `capstan login <cluster> [-token T] [-orchestrator URL -secrets URL -console URL | -url URL]`:
-// save where a cluster's services are and the access token to use with them in
-// ~/.capstan/config.yaml (mode 0600), and make it the current cluster.
+// `capstan login <cluster> [-token T] [-orchestrator URL -secrets URL -console URL | -url URL]
+// [-ca FILE]`: save where a cluster's services are, the access token to use with them and the CA
+// that verifies them over HTTPS (its absolute path) in ~/.capstan/config.yaml (mode 0600), and make
+// it the current cluster.
 import { homedir } from "node:os";
-import { clusterNamePattern, configPath, defaultUrls, normaliseServer, readClientConfig, saveCluster, type ClusterEntry } from "../client-config.ts";
+import { clusterNamePattern, configPath, defaultUrls, normaliseServer, readCaFile, readClientConfig, saveCluster, type ClusterEntry } from "../client-config.ts";
 import { reportFailure } from "../failure.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
 import { readSecretInput } from "../stdin.ts";
@@ -13,17 +14,19 @@ const defs: OptionDef[] = [
   { name: "orchestrator", type: "string", help: `orchestrator URL (new cluster: ${defaultUrls.orchestrator})` },
   { name: "secrets", type: "string", help: `secrets service URL (new cluster: ${defaultUrls.secrets})` },
   { name: "console", type: "string", help: `console URL (new cluster: ${defaultUrls.console})` },
+  { name: "ca", type: "string", help: 'CA certificate (PEM file) that verifies the cluster\'s HTTPS servers, saved as an absolute path (default: the saved one, else the system roots; -ca "" forgets it)' },
 ];
 
 const help = `${usage(
   "login",
-  "Saves a cluster's service addresses and your access token in ~/.capstan/config.yaml (mode 0600)\nand makes it the current cluster. URLs not given keep their saved value.",
+  "Saves a cluster's service addresses, your access token and the CA of its HTTPS servers in\n~/.capstan/config.yaml (mode 0600) and makes it the current cluster. URLs and -ca not given keep\ntheir saved value.",
   defs,
   "CLUSTER",
 )}
 examples:
   capstan login prod -orchestrator http://10.0.0.10:9000 -secrets http://10.0.0.10:9001 -console http://10.0.0.10:9002 < token.txt
   capstan login local -url http://127.0.0.1:9000 -token cst_...
+  capstan login prod -url https://capstan.example.com:9000 -ca /etc/capstan/ca.pem < token.txt
 `;
 
 export async function run(argv: string[], home = homedir()): Promise<number> {
@@ -45,6 +48,9 @@ export async function run(argv: string[], home = homedir()): Promise<number> {
   try {
     const saved = readClientConfig(configPath(home)).clusters[name];
     const entry: ClusterEntry = { orchestrator: url("orchestrator", saved?.orchestrator), secrets: url("secrets", saved?.secrets), console: url("console", saved?.console) };
+    // Read and checked now, so a wrong path fails here and not at the next command.
+    const ca = o.ca === undefined ? saved?.ca : o.ca === "" ? undefined : readCaFile(o.ca, { option: "-ca" }).path;
+    if (ca !== undefined) entry.ca = ca;
     const token = o.token ?? (await readSecretInput(`access token for ${name}: `));
     if (token === "") throw new UsageError("the token is empty: give -token or type it on standard input");
     if (/\s/.test(token)) throw new UsageError("the token contains white space: copy it exactly as it was shown");

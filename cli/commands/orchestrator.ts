@@ -2,13 +2,21 @@
 import { createLogger } from "../../runtime/log.ts";
 import { orchestratorOptionDefs, orchestratorSettings } from "../orchestrator-options.ts";
 import { installOrchestrator, orchestratorLeaderKey } from "../orchestrator.ts";
+import { authFromOptions, authOptionDefs } from "../auth-options.ts";
 import { parseArgs, usage, type OptionDef } from "../options.ts";
 import { clusterOption, historyOption, serve, webOption } from "../serve.ts";
+import { storeConnectionFromOptions, storeConnectionOptionDefs } from "../store-options.ts";
+import { dockerTlsFromOptions, dockerTlsOptionDefs } from "../docker-tls-options.ts";
+import { tlsFromOptions, tlsOptionDefs } from "../tls-options.ts";
 
 const defs: OptionDef[] = [
   webOption,
+  ...authOptionDefs,
+  ...tlsOptionDefs,
   clusterOption,
-  { name: "store", type: "string", help: "store URL: sqlite://PATH or etcd://HOST:PORT[,HOST:PORT]", default: "sqlite://./capstan-data/state.db" },
+  ...dockerTlsOptionDefs,
+  { name: "store", type: "string", help: "store URL: sqlite://PATH, etcd://HOST:PORT[,HOST:PORT] or etcds://HOST:PORT[,...] (TLS)", default: "sqlite://./capstan-data/state.db" },
+  ...storeConnectionOptionDefs,
   ...orchestratorOptionDefs,
   historyOption,
 ];
@@ -28,7 +36,7 @@ export async function run(argv: string[]): Promise<number> {
   const o = args.options as { web: string; cluster: string; store: string; history: number };
   const settings = orchestratorSettings(args.options);
   return serve(
-    { name: "orchestrator", web: o.web, storeUrl: o.store, cluster: o.cluster, historyMs: o.history, leaderKey: orchestratorLeaderKey, log: createLogger("orchestrator") },
+    { name: "orchestrator", web: o.web, tls: tlsFromOptions(args.options), storeUrl: o.store, storeConnection: storeConnectionFromOptions(args.options), cluster: o.cluster, clusterTls: dockerTlsFromOptions(args.options), historyMs: o.history, auth: authFromOptions(args.options), leaderKey: orchestratorLeaderKey, log: createLogger("orchestrator") },
     (ctx) => installOrchestrator(ctx, settings),
   );
 }

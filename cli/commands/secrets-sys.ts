@@ -1,30 +1,36 @@
 // `capstan secrets init|unseal|seal|status [CLUSTER]`: the secrets service's seal life cycle
 // (issue 5). The service is found by -secrets URL, else the CLUSTER's saved secrets URL, else the
-// current cluster's, else http://127.0.0.1:9001.
+// current cluster's, else http://127.0.0.1:9001. Requests carry the access token (-token,
+// CAPSTAN_TOKEN, else the token of that cluster; seal's -token is the root token instead) and
+// verify HTTPS with -ca, CAPSTAN_CA, the cluster's `ca:` or the top-level one (client-config.ts).
 //
 // init prints the unseal key shares and the root token ONCE (the service keeps neither); unseal
 // reads a key share from -key or standard input (so it stays out of the shell history), seal needs
 // the root token.
 import { homedir } from "node:os";
-import { clusterFromConfig, configPath, defaultUrls, normaliseServer, readClientConfig } from "../client-config.ts";
+import { clusterFromConfig, clusterWithUrl, configPath, credentials, defaultUrls, normaliseServer, readClientConfig, type ClientConfig } from "../client-config.ts";
 import { reportFailure } from "../failure.ts";
-import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
+import type { CaBundle } from "../http-client.ts";
+import { parseArgs, usage, UsageError, type OptionDef, type OptionValues } from "../options.ts";
 import { SecretsClient } from "../secrets-client.ts";
 import { readSecretInput } from "../stdin.ts";
 
 const common: OptionDef[] = [
   { name: "secrets", type: "string", help: "secrets service URL (else the cluster's from ~/.capstan/config.yaml)" },
+  { name: "ca", type: "string", help: "verify an HTTPS secrets service with this CA certificate (PEM file) instead of the cluster's or the system roots" },
   { name: "request-timeout", type: "duration", help: "timeout of each HTTP request", default: "10s" },
 ];
+const accessToken: OptionDef = { name: "token", type: "string", help: "access token (else the one `capstan login` saved for the cluster)" };
 const defs: Record<"init" | "unseal" | "seal" | "status", OptionDef[]> = {
   init: [
     { name: "shares", type: "int", help: "number of unseal key shares to make", default: 5 },
     { name: "threshold", type: "int", help: "shares needed to unseal", default: 3 },
+    accessToken,
     ...common,
   ],
-  unseal: [{ name: "key", type: "string", help: "one unseal key share (else read from standard input)" }, ...common],
+  unseal: [{ name: "key", type: "string", help: "one unseal key share (else read from standard input)" }, accessToken, ...common],
   seal: [{ name: "token", type: "string", help: "the root token (else read from standard input)" }, ...common],
-  status: [...common],
+  status: [accessToken, ...common],
 };
 const summaries = {
   init: "Initializes the secrets service: makes the master key, splits it into key shares and prints\nthem and the root token once. Store them safely: they are not kept anywhere.",
@@ -47,7 +53,8 @@ export async function run(verb: keyof typeof defs, argv: string[], home = homedi
   if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`);
   const o = args.options as Record<string, string | number | undefined>;
   try {
-    const client = new SecretsClient({ server: serviceUrl(o.secrets as string | undefined, cluster, home), requestTimeoutMs: o["request-timeout"] as number });
+    const { server, token, ca } = serviceTarget(args.options, cluster, home);
+    const client = new SecretsClient({ server, token, ca, requestTimeoutMs: o["request-timeout"] as number });
     switch (verb) {
       case "init": {
         const shares = o.shares as number;
@@ -73,9 +80,9 @@ export async function run(verb: keyof typeof defs, argv: string[], home = homedi
         return 0;
       }
       case "seal": {
-        const token = (o.token as string | undefined) ?? (await readSecretInput("root token: "));
-        if (token === "") throw new UsageError("the root token is empty: give -token or type it on standard input");
-        await new SecretsClient({ server: client.server, token, requestTimeoutMs: o["request-timeout"] as number }).seal();
+        const rootToken = (o.token as string | undefined) ?? (await readSecretInput("root token: "));
+        if (rootToken === "") throw new UsageError("the root token is empty: give -token or type it on standard input");
+        await new SecretsClient({ server: client.server, token: rootToken, ca, requestTimeoutMs: o["request-timeout"] as number }).seal();
         process.stdout.write("sealed\n");
         return 0;
       }
@@ -90,10 +97,21 @@ export async function run(verb: keyof typeof defs, argv: string[], home = homedi
   }
 }
 
-function serviceUrl(option: string | undefined, cluster: string | undefined, home: string): string {
-  if (option !== undefined && option !== "") return normaliseServer(option, "-secrets");
-  if (cluster !== undefined) return clusterFromConfig(cluster, home).secrets;
-  const config = readClientConfig(configPath(home));
-  const current = config.current === undefined ? undefined : config.clusters[config.current];
-  return current?.secrets ?? defaultUrls.secrets;
+/** The service's URL, and the token and CA of the cluster it belongs to. */
+function serviceTarget(options: OptionValues, cluster: string | undefined, home: string): { server: string; token?: string; ca?: CaBundle } {
+  const path = configPath(home);
+  let loaded: ClientConfig | undefined;
+  const config = () => (loaded ??= readClientConfig(path));
+  const option = options.secrets;
+  let server: string;
+  if (typeof option === "string" && option !== "") {
+    server = normaliseServer(option, "-secrets");
+    cluster ??= clusterWithUrl(config(), "secrets", server);
+  } else if (cluster !== undefined) server = clusterFromConfig(cluster, home).secrets;
+  else {
+    const current = config().current === undefined ? undefined : config().clusters[config().current!];
+    server = current?.secrets ?? defaultUrls.secrets;
+    if (current !== undefined) cluster = config().current;
+  }
+  return { server, ...credentials(options, cluster, config, path) };
 }

@@ -2,17 +2,23 @@
 // one process. `capstan secrets init|unseal|seal|status` are the client commands of its seal life
 // cycle (./secrets-sys.ts).
 import { createLogger } from "../../runtime/log.ts";
-import { normaliseServer } from "../client-config.ts";
+import { authFromOptions, authOptionDefs } from "../auth-options.ts";
 import { parseArgs, usage, type OptionDef } from "../options.ts";
 import { installSecrets, secretsLeaderKey } from "../secrets.ts";
 import { clusterOption, historyOption, serve, storeOption, webOption } from "../serve.ts";
+import { storeConnectionFromOptions, storeConnectionOptionDefs } from "../store-options.ts";
+import { dockerTlsFromOptions, dockerTlsOptionDefs } from "../docker-tls-options.ts";
+import { tlsFromOptions, tlsOptionDefs } from "../tls-options.ts";
 import { isSysVerb, run as runSys } from "./secrets-sys.ts";
 
 const defs: OptionDef[] = [
   { ...webOption, default: ":9001" },
+  ...authOptionDefs,
+  ...tlsOptionDefs,
   storeOption,
+  ...storeConnectionOptionDefs,
   clusterOption,
-  { name: "console", type: "string", help: "console URL (it authorizes every call)", default: "http://127.0.0.1:9002" },
+  ...dockerTlsOptionDefs,
   historyOption,
 ];
 
@@ -28,14 +34,13 @@ export async function run(argv: string[]): Promise<number> {
   const args = parseArgs(argv, defs);
   if (args.help) {
     process.stdout.write(
-      `${usage("secrets", summary, defs)}\nexample:\n  capstan secrets -web 127.0.0.1:9001 -store etcd://127.0.0.1:2379 -cluster n1=unix:///var/run/docker.sock -console http://127.0.0.1:9002\n`,
+      `${usage("secrets", summary, defs)}\nexample:\n  capstan secrets -web 127.0.0.1:9001 -store etcd://127.0.0.1:2379 -cluster n1=unix:///var/run/docker.sock\n`,
     );
     return 0;
   }
-  const o = args.options as { web: string; store: string; cluster: string; console: string; history: number };
-  const consoleUrl = normaliseServer(o.console, "-console");
+  const o = args.options as { web: string; store: string; cluster: string; history: number };
   return serve(
-    { name: "secrets", web: o.web, storeUrl: o.store, cluster: o.cluster, historyMs: o.history, leaderKey: secretsLeaderKey, log: createLogger("secrets") },
-    (ctx) => installSecrets(ctx, { consoleUrl }),
+    { name: "secrets", web: o.web, tls: tlsFromOptions(args.options), storeUrl: o.store, storeConnection: storeConnectionFromOptions(args.options), cluster: o.cluster, clusterTls: dockerTlsFromOptions(args.options), historyMs: o.history, auth: authFromOptions(args.options), leaderKey: secretsLeaderKey, log: createLogger("secrets") },
+    (ctx) => installSecrets(ctx),
   );
 }

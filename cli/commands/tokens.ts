@@ -1,19 +1,32 @@
-// `capstan tokens create <cluster> -user e@x [-role user|sync|admin] [-expires-in 30d]`: have the
-// console create an access token (admin token). The token is printed once; only its hash is kept.
-import { clusterClients, clusterCommandOptionDefs, positionals } from "../cluster-options.ts";
+// `capstan tokens create <cluster> -user e@x [-role user|viewer|sync|admin] [-apps a,b]
+// [-expires-in 30d]`: have the console create an access token (admin token). The token is printed
+// once; only its hash is kept. `capstan tokens list [<cluster>]`: the tokens, never the tokens
+// themselves (admin token).
+import { clusterClients, clusterCommandOptionDefs, currentCluster, positionals } from "../cluster-options.ts";
+import { tokenRoles, type TokenRole } from "../console-client.ts";
 import { reportFailure } from "../failure.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
+import { table } from "../render.ts";
 
-const defs: OptionDef[] = [
-  { name: "user", type: "string", help: "whose token: an e-mail for a user token (matched against app maintainers), a label for sync/admin" },
-  { name: "role", type: "string", help: "user, sync (may only read secrets) or admin", default: "user" },
+const createDefs: OptionDef[] = [
+  { name: "user", type: "string", help: "whose token: an e-mail for a user or viewer token (matched against app maintainers), a label for sync/admin" },
+  {
+    name: "role",
+    type: "string",
+    help: "user (a person: maintainer of the apps listing the e-mail), viewer (read-only on -apps), sync (reads every app's secrets) or admin",
+    default: "user",
+  },
+  { name: "apps", type: "string", help: "the apps a viewer token may read, comma-separated (required for -role viewer, only for it)" },
   { name: "expires-in", type: "string", help: "lifetime, e.g. 12h or 30d (default: no expiry)" },
   ...clusterCommandOptionDefs,
 ];
+const listDefs: OptionDef[] = [...clusterCommandOptionDefs];
 
-const top = `usage: capstan tokens create CLUSTER -user E-MAIL [-role user|sync|admin] [-expires-in 30d]
+const top = `usage: capstan tokens create CLUSTER -user E-MAIL [-role user|viewer|sync|admin] [-apps APP,...] [-expires-in 30d]
+       capstan tokens list [CLUSTER]
 
-Creates an access token with the console. Needs an admin token. The new token is shown once.
+Creates access tokens with the console and lists them. Needs an admin token. A new token is shown
+once. (capstan tokens create -h, capstan tokens list -h for the options)
 `;
 
 export async function run(argv: string[]): Promise<number> {
@@ -22,26 +35,73 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(top);
     return verb === undefined ? 2 : 0;
   }
-  if (verb !== "create") throw new UsageError(`unknown sub-command "${verb}": use create`);
-  const args = parseArgs(rest, defs);
+  if (verb === "create") return create(rest);
+  if (verb === "list" || verb === "ls") return list(rest);
+  throw new UsageError(`unknown sub-command "${verb}": use create or list`);
+}
+
+async function create(argv: string[]): Promise<number> {
+  const args = parseArgs(argv, createDefs);
   if (args.help) {
-    process.stdout.write(`${usage("tokens create", "Creates an access token; it is printed once, on standard output.", defs, "CLUSTER")}
-example:
+    process.stdout.write(`${usage("tokens create", "Creates an access token; it is printed once, on standard output.", createDefs, "CLUSTER")}
+examples:
   capstan tokens create prod -user alice@example.com -expires-in 30d
+  capstan tokens create prod -user carol@example.com -role viewer -apps shop,blog
 `);
     return 0;
   }
   const [cluster] = positionals(args.positionals, ["CLUSTER"], "capstan tokens create prod -user alice@example.com");
-  const o = args.options as { user?: string; role: string; "expires-in"?: string };
+  const o = args.options as { user?: string; role: string; apps?: string; "expires-in"?: string };
   if (o.user === undefined || o.user === "") throw new UsageError("-user is required");
-  if (!["user", "sync", "admin"].includes(o.role)) throw new UsageError(`-role: "${o.role}" is not user, sync or admin`);
+  const role = tokenRole(o.role);
+  const apps = appList(o.apps);
+  if (role === "viewer" && apps === undefined) throw new UsageError("-role viewer needs -apps APP,... (the apps the token may read)");
+  if (role !== "viewer" && apps !== undefined) throw new UsageError(`-apps is only for -role viewer (a ${role} token's apps are not granted on the token)`);
   try {
-    const created = await clusterClients(cluster!, args.options).console.createToken(o.user, o.role, o["expires-in"]);
+    const created = await clusterClients(cluster!, args.options).console.createToken(o.user, role, o["expires-in"], apps);
     // The token alone on stdout, so `$(capstan tokens create ...)` captures it; the rest on stderr.
     process.stdout.write(`${created.token}\n`);
-    process.stderr.write(`token ${created.id} for ${created.user} (role ${created.role}${created.expiresAt ? `, expires ${created.expiresAt}` : ""}); it is not shown again\n`);
+    const grants = created.apps && created.apps.length > 0 ? `, apps ${created.apps.join(", ")}` : "";
+    process.stderr.write(`token ${created.id} for ${created.user} (role ${created.role}${grants}${created.expiresAt ? `, expires ${created.expiresAt}` : ""}); it is not shown again\n`);
     return 0;
   } catch (e) {
     return reportFailure("tokens create", e);
   }
+}
+
+async function list(argv: string[]): Promise<number> {
+  const args = parseArgs(argv, listDefs);
+  if (args.help) {
+    process.stdout.write(usage("tokens list", "Lists the access tokens (id, user, role, granted apps, dates; never the tokens) of the current cluster without CLUSTER.", listDefs, "[CLUSTER]"));
+    return 0;
+  }
+  if (args.positionals.length > 1) throw new UsageError(`unexpected argument "${args.positionals[1]}"`);
+  try {
+    const cluster = args.positionals[0] ?? currentCluster();
+    const tokens = await clusterClients(cluster, args.options).console.listTokens();
+    process.stdout.write(
+      tokens.length === 0
+        ? "no tokens\n"
+        : table(
+            ["ID", "USER", "ROLE", "APPS", "CREATED", "EXPIRES"],
+            tokens.map((t) => [t.id, t.user, t.role, t.apps && t.apps.length > 0 ? t.apps.join(",") : "-", t.createdAt, t.expiresAt ?? "never"]),
+          ),
+    );
+    return 0;
+  } catch (e) {
+    return reportFailure("tokens list", e);
+  }
+}
+
+export function tokenRole(text: string): TokenRole {
+  if (!(tokenRoles as readonly string[]).includes(text)) throw new UsageError(`-role: "${text}" is not ${tokenRoles.slice(0, -1).join(", ")} or ${tokenRoles.at(-1)}`);
+  return text as TokenRole;
+}
+
+/** -apps: comma-separated names, trimmed, without duplicates; undefined when not given. */
+export function appList(text: string | undefined): string[] | undefined {
+  if (text === undefined) return undefined;
+  const apps = [...new Set(text.split(",").map((a) => a.trim()).filter((a) => a !== ""))];
+  if (apps.length === 0) throw new UsageError("-apps: no app names (give APP,APP...)");
+  return apps;
 }

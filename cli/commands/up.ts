@@ -17,15 +17,23 @@ import { consoleSettings, installConsole } from "../console.ts";
 import { parseListenAddress } from "../listen.ts";
 import { orchestratorOptionDefs, orchestratorSettings } from "../orchestrator-options.ts";
 import { installOrchestrator, orchestratorLeaderKey } from "../orchestrator.ts";
+import { authFromOptions, authOptionDefs } from "../auth-options.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
 import { installSecrets } from "../secrets.ts";
+import { storeConnectionFromOptions, storeConnectionOptionDefs } from "../store-options.ts";
 import { clusterOption, historyOption, serve, webOption } from "../serve.ts";
+import { dockerTlsFromOptions, dockerTlsOptionDefs } from "../docker-tls-options.ts";
+import { tlsFromOptions, tlsOptionDefs } from "../tls-options.ts";
 
 const defs: OptionDef[] = [
   webOption,
+  ...authOptionDefs,
+  ...tlsOptionDefs,
   { name: "data", type: "string", help: "data directory of the embedded store", default: "./capstan-data" },
-  { name: "store", type: "string", help: "store URL: sqlite://PATH or etcd://HOST:PORT[,HOST:PORT] (default sqlite://DATA/state.db)" },
+  { name: "store", type: "string", help: "store URL: sqlite://PATH, etcd://HOST:PORT[,HOST:PORT] or etcds://HOST:PORT[,...] (TLS) (default sqlite://DATA/state.db)" },
+  ...storeConnectionOptionDefs,
   clusterOption,
+  ...dockerTlsOptionDefs,
   { name: "admin-token-file", type: "string", help: "where the console writes the first admin token (default DATA/admin-token); CAPSTAN_ADMIN_TOKEN gives one instead" },
   historyOption,
   ...orchestratorOptionDefs,
@@ -40,6 +48,7 @@ export async function run(argv: string[]): Promise<number> {
   const o = args.options as { web: string; data: string; store?: string; cluster: string; history: number; "admin-token-file"?: string };
   const settings = orchestratorSettings(args.options);
   const consoleConf = consoleSettings({ "admin-token-file": o["admin-token-file"] ?? join(o.data, "admin-token") });
+  const tls = tlsFromOptions(args.options);
   let listen: { host: string; port: number };
   try {
     listen = parseListenAddress(o.web);
@@ -54,22 +63,26 @@ export async function run(argv: string[]): Promise<number> {
     {
       name: "capstan",
       web,
+      tls,
       storeUrl: o.store ?? `sqlite://${o.data}/state.db`,
+      storeConnection: storeConnectionFromOptions(args.options),
       cluster: o.cluster,
+      clusterTls: dockerTlsFromOptions(args.options),
       historyMs: o.history,
+      auth: authFromOptions(args.options),
       leaderKey: orchestratorLeaderKey,
       log: createLogger("capstan"),
     },
     async (ctx) => {
       installOrchestrator(ctx, settings);
       await installConsole(ctx, consoleConf);
-      installSecrets(ctx, { consoleUrl: selfUrl(listen) });
+      installSecrets(ctx);
     },
   );
 }
 
-/** This process's own address for a client on the same machine (a wildcard becomes loopback). */
-export function selfUrl(listen: { host: string; port: number }): string {
+/** This process's own address for a client on the same machine (a wildcard becomes loopback; https with -tls-cert). */
+export function selfUrl(listen: { host: string; port: number }, https = false): string {
   const host = listen.host === "0.0.0.0" || listen.host === "" ? "127.0.0.1" : listen.host === "::" ? "::1" : listen.host;
-  return `http://${host.includes(":") ? `[${host}]` : host}:${listen.port}`;
+  return `${https ? "https" : "http"}://${host.includes(":") ? `[${host}]` : host}:${listen.port}`;
 }

@@ -7,6 +7,7 @@ export const defaultPodGroupPrefix = "/platform/orchestrator/podgroups/";
 
 const SecretSpec = z.object({
   name: z.string(),
+  namespace: z.string(),
   deleting: z.boolean().optional(),
   pod: z.object({
     containers: z.array(z.object({ secretFiles: z.array(z.string()).optional() })),
@@ -15,7 +16,11 @@ const SecretSpec = z.object({
 
 export interface SpecEntry {
   name: string;
-  /** secretFiles of pod.containers[i], by container index; undefined when the spec is unreadable. */
+  /**
+   * secretFiles of pod.containers[i], by container index; undefined when the spec is unreadable or
+   * the group is not named for its namespace (docs/secret-sync.md: the secrets of app A go only to
+   * groups of namespace A named `A` or `A.<name>`).
+   */
   secretFiles: string[][] | undefined;
   deleting: boolean;
 }
@@ -30,6 +35,8 @@ export function decodeSpec(kv: { key: string; value: string }): SpecEntry {
   }
   const parsed = SecretSpec.safeParse(json);
   if (!parsed.success || parsed.data.name !== name) return { name, secretFiles: undefined, deleting: false };
+  // The API refuses such a group; a record written another way gets nothing installed either.
+  if (appOf(name) !== parsed.data.namespace) return { name, secretFiles: undefined, deleting: parsed.data.deleting === true };
   return { name, secretFiles: parsed.data.pod.containers.map((c) => c.secretFiles ?? []), deleting: parsed.data.deleting === true };
 }
 

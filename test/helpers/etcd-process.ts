@@ -5,6 +5,14 @@
 //   etcd.kill("SIGKILL");    // abrupt death; data dir kept
 //   await etcd.start();      // same ports, same data: clients reconnect
 //   await etcd.stop();       // kill and delete the data dir (call in afterAll)
+//
+// With `tls`, clients talk HTTPS/gRPC-over-TLS to it (etcd's --cert-file/--key-file), and with
+// `tls.clientCa` it also demands a client certificate signed by that CA (--client-cert-auth
+// --trusted-ca-file). Health is then checked on a separate plain-HTTP metrics listener.
+//
+//   const pki = await makePki();
+//   const server = await pki.issue("server", { dns: ["localhost"], ip: ["127.0.0.1"] });
+//   const etcd = await startEtcd({ tls: { ...server, clientCa: pki.ca } });
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { freePort } from "../../cli/free-port.ts";
@@ -14,6 +22,8 @@ import { join } from "node:path";
 export interface EtcdProcess {
   /** host:port of the client URL. */
   endpoint: string;
+  /** The client URL: http://host:port, or https://host:port with `tls`. */
+  clientUrl: string;
   dataDir: string;
   /** Send a signal (default SIGKILL) and wait for the process to exit. */
   kill(signal?: NodeJS.Signals): Promise<void>;
@@ -30,11 +40,18 @@ export interface StartEtcdOptions {
   progressNotifyInterval?: string;
   /** How long to wait for /health (default 15 s). */
   readyTimeoutMs?: number;
+  /** Serve clients over TLS with this certificate and key (PEM file paths). */
+  tls?: {
+    cert: string;
+    key: string;
+    /** A CA's certificate (PEM file path): require client certificates it signed (--client-cert-auth). */
+    clientCa?: string;
+  };
 }
 
-async function healthy(clientPort: number): Promise<boolean> {
+async function healthy(httpPort: number): Promise<boolean> {
   try {
-    const res = await fetch(`http://127.0.0.1:${clientPort}/health`, { signal: AbortSignal.timeout(1_000) });
+    const res = await fetch(`http://127.0.0.1:${httpPort}/health`, { signal: AbortSignal.timeout(1_000) });
     const body = (await res.json()) as { health?: string };
     return body.health === "true";
   } catch {
@@ -46,6 +63,19 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdPro
   const dataDir = await mkdtemp(join(tmpdir(), "capstan-etcd-"));
   const clientPort = await freePort();
   const peerPort = await freePort();
+  // With TLS the client port speaks only TLS (and may demand a client certificate): /health is
+  // read from a plain-HTTP metrics listener instead.
+  const tls = options.tls;
+  const metricsPort = tls ? await freePort() : undefined;
+  const clientUrl = `${tls ? "https" : "http"}://127.0.0.1:${clientPort}`;
+  const tlsArgs = tls
+    ? [
+        "--cert-file", tls.cert,
+        "--key-file", tls.key,
+        "--listen-metrics-urls", `http://127.0.0.1:${metricsPort}`,
+        ...(tls.clientCa ? ["--client-cert-auth", "--trusted-ca-file", tls.clientCa] : []),
+      ]
+    : [];
   const readyTimeoutMs = options.readyTimeoutMs ?? 15_000;
   let child: ChildProcess | undefined;
   let exited: Promise<void> = Promise.resolve();
@@ -57,13 +87,14 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdPro
       [
         "--name", "capstan-private",
         "--data-dir", join(dataDir, "data"),
-        "--listen-client-urls", `http://127.0.0.1:${clientPort}`,
-        "--advertise-client-urls", `http://127.0.0.1:${clientPort}`,
+        "--listen-client-urls", clientUrl,
+        "--advertise-client-urls", clientUrl,
         "--listen-peer-urls", `http://127.0.0.1:${peerPort}`,
         "--initial-advertise-peer-urls", `http://127.0.0.1:${peerPort}`,
         "--initial-cluster", `capstan-private=http://127.0.0.1:${peerPort}`,
         "--experimental-watch-progress-notify-interval", options.progressNotifyInterval ?? "1s",
         "--log-level", "warn",
+        ...tlsArgs,
       ],
       { stdio: ["ignore", "pipe", "pipe"] },
     );
@@ -78,7 +109,7 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdPro
     const deadline = Date.now() + readyTimeoutMs;
     while (Date.now() < deadline) {
       if (proc.exitCode !== null) throw new Error(`etcd exited with ${proc.exitCode}: ${log.join("").slice(-2000)}`);
-      if (await healthy(clientPort)) return;
+      if (await healthy(metricsPort ?? clientPort)) return;
       await new Promise((r) => setTimeout(r, 100));
     }
     proc.kill("SIGKILL");
@@ -94,6 +125,7 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdPro
   await launch();
   return {
     endpoint: `127.0.0.1:${clientPort}`,
+    clientUrl,
     dataDir,
     kill,
     start: launch,

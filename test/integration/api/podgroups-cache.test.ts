@@ -18,6 +18,7 @@ import type { PodGroupWithSpec, StoredPodGroup } from "../../../api/resources/po
 import { Informer } from "../../../runtime/informer.ts";
 import { loadServices, uniqueName } from "../../helpers/services.ts";
 import { CountingStore, lateWatch } from "../../helpers/store-doubles.ts";
+import { openAccess } from "../../helpers/access.ts";
 
 const run = uniqueName("apicache");
 const n = (suffix: string) => `${run}-${suffix}`;
@@ -61,7 +62,7 @@ async function call(method: string, path: string, body?: unknown): Promise<{ sta
 beforeAll(async () => {
   for (const i of [informers.nodes, specs, statuses]) i.start();
   await Promise.all([informers.nodes, specs, statuses].map((i) => i.waitForSync()));
-  const app = createPodGroupApi({ store: counting.store, nodes: informers.nodes, podGroups: specs, podGroupStatuses: statuses });
+  const app = createPodGroupApi({ store: counting.store, nodes: informers.nodes, podGroups: specs, podGroupStatuses: statuses, access: openAccess });
   await new Promise<void>((resolve) => {
     server = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0 }, (info: AddressInfo) => {
       base = `http://127.0.0.1:${info.port}`;

@@ -9,6 +9,7 @@ import { keys } from "../../../api/resources/keys.ts";
 import type { PodGroupStatus, PodGroupWithSpec, StoredPodGroup } from "../../../api/resources/podgroup.ts";
 import { uniqueName } from "../../helpers/services.ts";
 import { ApiHarness } from "./support.ts";
+import { openAccess } from "../../helpers/access.ts";
 
 const MiB = 1 << 20;
 const GiB = 1 << 30;
@@ -379,7 +380,7 @@ describe("feasibility", () => {
 describe("mounted on a parent app", () => {
   it("keeps its error shape for other methods and sub-paths of /api/podgroups, and shadows nothing else", async () => {
     const parent = new Hono();
-    parent.route("/", createPodGroupApi({ store: api.store, ...api.informers }));
+    parent.route("/", createPodGroupApi({ store: api.store, ...api.informers, access: openAccess }));
     parent.get("/api/nodes", (c) => c.json([]));
     const put = await parent.request("/api/podgroups", { method: "PUT" });
     expect(put.status).toBe(404);

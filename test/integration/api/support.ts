@@ -12,6 +12,7 @@ import { keys } from "../../../api/resources/keys.ts";
 import type { NodeRecord } from "../../../api/resources/node.ts";
 import type { RefreshTask, Task } from "../../../api/resources/task.ts";
 import { loadServices } from "../../helpers/services.ts";
+import { openAccess } from "../../helpers/access.ts";
 
 export interface Answer {
   status: number;
@@ -33,7 +34,7 @@ export class ApiHarness {
     this.informers.nodes.start();
     this.informers.podGroups.start();
     await Promise.all([this.informers.nodes.waitForSync(), this.informers.podGroups.waitForSync()]);
-    const app = createPodGroupApi({ store: this.store, ...this.informers });
+    const app = createPodGroupApi({ store: this.store, ...this.informers, access: openAccess });
     await new Promise<void>((resolve) => {
       this.server = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0 }, (info: AddressInfo) => {
         this.base = `http://127.0.0.1:${info.port}`;

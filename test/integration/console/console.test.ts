@@ -13,6 +13,7 @@ import type { Store } from "../../../adapters/store/store.ts";
 import { appKey, AdminTokenError, createConsoleApi, ensureAdminToken, generateToken, parseToken, tokenKey, tokensPrefix } from "../../../api/console/index.ts";
 import { loadServices, uniqueName } from "../../helpers/services.ts";
 import { call, ConsoleHarness, serveApp } from "./harness.ts";
+import { tokenGate, TokenVerifier } from "../../../api/auth/index.ts";
 
 const run = uniqueName("con");
 const stores: [string, () => Store][] = [
@@ -115,7 +116,7 @@ describe.each(stores)("console on %s", (storeName, open) => {
     it("refuses a valid token without a role with 403 and an unknown app with 404", async () => {
       const bob = await role(bobToken);
       expect(bob.status).toBe(403);
-      expect(bob.body.error).toMatch(/not a maintainer/);
+      expect(bob.body.error).toMatch(/has no role on app/);
       expect((await role(aliceToken, `${app}-nope`)).status).toBe(404);
     });
 
@@ -227,7 +228,7 @@ describe("admin token on first start", () => {
     expect(token).toMatch(/^cst_[0-9a-f]{12}_[A-Za-z0-9_-]{43}$/);
     expect(await ensureAdminToken({ store, adminTokenFile: file })).toEqual({ created: false });
     expect((await readFile(file, "utf8")).trim()).toBe(token);
-    const served = await serveApp(createConsoleApi({ store }));
+    const served = await serveApp(createConsoleApi({ store, gate: tokenGate(new TokenVerifier({ store })) }));
     try {
       expect((await call(served.base, "GET", "/api/v1/tokens", { token })).status).toBe(200);
       // The only admin token cannot be revoked (it would lock every admin out).

@@ -8,6 +8,7 @@ import type { AddressInfo } from "node:net";
 import type { Store } from "../../../adapters/store/store.ts";
 import { appKey, createConsoleApi, ensureAdminToken, generateToken, tokenKey, type WallClock } from "../../../api/console/index.ts";
 import type { Logger } from "../../../runtime/log.ts";
+import { tokenGate, TokenVerifier } from "../../../api/auth/index.ts";
 
 export interface Answer {
   status: number;
@@ -85,7 +86,10 @@ export class ConsoleHarness {
 
   async start(): Promise<void> {
     await ensureAdminToken({ store: this.store, envToken: this.admin.token });
-    this.served = await serveApp(createConsoleApi({ store: this.store, clock: this.clock, ...(this.log ? { log: this.log } : {}) }));
+    const verifier = new TokenVerifier({ store: this.store, clock: this.clock });
+    this.served = await serveApp(
+      createConsoleApi({ store: this.store, clock: this.clock, gate: tokenGate(verifier), changed: () => verifier.forget(), ...(this.log ? { log: this.log } : {}) }),
+    );
   }
 
   async stop(): Promise<void> {

@@ -22,6 +22,7 @@ import { createLogger, silentLogger } from "../../../runtime/log.ts";
 import { Manager } from "../../../runtime/manager.ts";
 import { pollUntil } from "../../helpers/poll.ts";
 import { loadServices, uniqueName } from "../../helpers/services.ts";
+import { openAccess } from "../../helpers/access.ts";
 
 export const services = loadServices();
 
@@ -51,7 +52,7 @@ export class Harness {
   /** Dependency and group names made by this harness all start with this (cleanup finds them by it). */
   readonly namePrefix = uniqueName("dpt");
   readonly nodes = new Informer<NodeRecord>({ name: "test-nodes", source: this.store, prefix: `${this.root}nodes/`, decode: decodeNodeRecord });
-  readonly api = createDependsApi({ store: this.store, nodes: this.nodes, prefix: this.root });
+  readonly api = createDependsApi({ store: this.store, nodes: this.nodes, prefix: this.root, access: openAccess });
   private manager: Manager | undefined;
   dep: DependencyController | undefined;
   private seq = 0;

@@ -20,6 +20,8 @@ import { Manager } from "../../../runtime/manager.ts";
 import { startEtcd, type EtcdProcess } from "../../helpers/etcd-process.ts";
 import { pollUntil } from "../../helpers/poll.ts";
 import { loadServices, servicesCommand, uniqueName } from "../../helpers/services.ts";
+import { openAccess } from "../../helpers/access.ts";
+import { TokenVerifier } from "../../../api/auth/index.ts";
 
 export const services = loadServices();
 
@@ -85,7 +87,7 @@ export class DriftHarness {
     // Reconnects at most 1 s apart, so an engine that comes back is seen back within a second.
     const cluster = DockerCluster.fromSpec(services.cluster, { events: { backoff: { maxMs: 1_000 } } });
     installOrchestrator(
-      { store, cluster, manager, elector, log: silentLogger },
+      { store, cluster, manager, elector, log: silentLogger, access: openAccess, verifier: new TokenVerifier({ store }) },
       { updateWaitMs: 500, refreshIntervalMs: 2_000, workers: 8, dependsGcMs: 300_000, nodeTimeoutMs: this.opts.nodeTimeoutMs ?? 60_000 },
     );
     await manager.start();

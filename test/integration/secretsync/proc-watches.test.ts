@@ -37,7 +37,7 @@ function breakable(store: Store): { store: Store; breakAll(): void } {
 /** Polls a synchronous condition for up to 5 s. */
 const until = (check: () => boolean) => pollUntil(check.toString(), async () => check(), 5_000, 20);
 
-const spec = (name: string, files: string[]) => JSON.stringify({ name, pod: { containers: [{ secretFiles: files }] } });
+const spec = (name: string, files: string[]) => JSON.stringify({ name, namespace: name.split(".")[0], pod: { containers: [{ secretFiles: files }] } });
 
 describe("ProcSecretWatches", () => {
   let store: EtcdStore;

@@ -22,6 +22,8 @@ import { Manager } from "../../../runtime/manager.ts";
 import { startEtcd, type EtcdProcess } from "../../helpers/etcd-process.ts";
 import { loadServices, socketPath, uniqueName } from "../../helpers/services.ts";
 import { pollUntil } from "../../helpers/poll.ts";
+import { appOf } from "../../../controllers/secretsync/specs.ts";
+import { openGate, TokenVerifier } from "../../../api/auth/index.ts";
 
 export const services = loadServices();
 
@@ -57,8 +59,8 @@ export class Harness {
   async start(): Promise<void> {
     this.etcd = await startEtcd();
     this.storeOrNull = new EtcdStore({ endpoints: [this.etcd.endpoint] });
-    // The console is never called: secrets are written through the vault, as PUT does after authorizing.
-    const service = createSecretsService({ store: this.store, consoleUrl: "http://127.0.0.1:9" });
+    // Secrets are written through the vault, as PUT does after authorizing; no request is served.
+    const service = createSecretsService({ store: this.store, gate: openGate, apps: new TokenVerifier({ store: this.store }) });
     this.vaultOrNull = service.vault;
     const { keys } = await this.vault.init(1, 1);
     this.unsealKey = keys[0]!;
@@ -143,12 +145,12 @@ export class Harness {
     const now = new Date().toISOString();
     const spec = {
       name,
-      namespace: "capstan-test",
+      namespace: appOf(name),
       numInstances: 1,
       restartPolicy: "never",
       pod: {
         name,
-        namespace: "capstan-test",
+        namespace: appOf(name),
         version: 1,
         containers: secretFiles.map((files) => ({ image: services.testImage, command: ["sleep", "3600"], secretFiles: files })),
         network: "none",

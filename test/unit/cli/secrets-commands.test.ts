@@ -29,11 +29,14 @@ describe("issue-5 command lines", () => {
     ["apps", apps, ["add", "prod", "hello", "-maintainer"], "option -maintainer needs a value"],
     ["apps", apps, ["remove"], 'unknown sub-command "remove": use add or list'],
     ["tokens", tokens, ["create", "prod"], "-user is required"],
-    ["tokens", tokens, ["create", "prod", "-user", "a@b.c", "-role", "root"], '-role: "root" is not user, sync or admin'],
+    ["tokens", tokens, ["create", "prod", "-user", "a@b.c", "-role", "root"], '-role: "root" is not user, viewer, sync or admin'],
+    ["tokens", tokens, ["create", "prod", "-user", "a@b.c", "-role", "viewer"], "-role viewer needs -apps APP,... (the apps the token may read)"],
+    ["tokens", tokens, ["create", "prod", "-user", "a@b.c", "-apps", "shop"], "-apps is only for -role viewer (a user token's apps are not granted on the token)"],
+    ["tokens", tokens, ["create", "prod", "-user", "a@b.c", "-role", "viewer", "-apps", " , "], "-apps: no app names (give APP,APP...)"],
+    ["tokens", tokens, ["remove"], 'unknown sub-command "remove": use create or list'],
     ["secrets", secrets, ["init", "-shares", "2", "-threshold", "3"], "-threshold: 3 must be 1..2 (-shares)"],
     ["secrets", secrets, ["init", "-shares", "0"], "-shares: 0 must be 1..255"],
     ["secrets", secrets, ["status", "a", "b"], 'unexpected argument "b"'],
-    ["secrets", secrets, ["-web", "127.0.0.1:0", "-console", "ftp://x"], '-console: "ftp://x" must be an http:// or https:// URL'],
   ] as const)("%s %j: %s", async (_name, command, argv, message) => {
     await expect(command([...argv])).rejects.toThrow(new UsageError(message));
   });

@@ -95,7 +95,7 @@ describe("markers", () => {
 
 describe("specs and secret keys", () => {
   const key = "/platform/orchestrator/podgroups/shop.web.web";
-  const spec = (containers: unknown[], extra: object = {}) => JSON.stringify({ name: "shop.web.web", pod: { containers }, ...extra });
+  const spec = (containers: unknown[], extra: object = {}) => JSON.stringify({ name: "shop.web.web", namespace: "shop", pod: { containers }, ...extra });
 
   it("reads secretFiles per container index", () => {
     const e = decodeSpec({ key, value: spec([{ image: "x", secretFiles: ["a"] }, { image: "y" }]) });
@@ -108,6 +108,11 @@ describe("specs and secret keys", () => {
   it("an unreadable spec or one whose name differs from its key lists nothing", () => {
     expect(decodeSpec({ key, value: "nope" }).secretFiles).toBeUndefined();
     expect(decodeSpec({ key, value: JSON.stringify({ name: "other", pod: { containers: [] } }) }).secretFiles).toBeUndefined();
+  });
+
+  it("a group not named for its namespace gets no secrets (they would be another app's)", () => {
+    const other = JSON.stringify({ name: "shop.web.web", namespace: "mallory", pod: { containers: [{ image: "x", secretFiles: ["a"] }] } });
+    expect(listsSecrets(decodeSpec({ key, value: other }))).toBe(false);
   });
 
   it("names the app of a proc by its first dot segment", () => {

@@ -1,0 +1,60 @@
+// The audit trail: one JSON line per write that got past authentication (docs/security.md,
+// "Audit"). Who (the token's id and user, never the token), what (method, path, the query that
+// names the object), when (the log line's time), outcome (the status, and "allowed", "denied" or
+// "failed"). Reads are not audited; requests without a valid credential are not either (they
+// changed nothing and name nobody).
+//
+// The gate records the caller of a request (`remember`); the middleware, installed once in front
+// of every API of a process, writes the line after the handler has answered.
+import type { MiddlewareHandler } from "hono";
+import type { Logger } from "../../runtime/log.ts";
+import type { Principal } from "./principal.ts";
+
+const callers = new WeakMap<Request, Principal>();
+const objects = new WeakMap<Request, string>();
+
+/** Note who made this request (the gate calls it once the credential checked out). */
+export function remember(request: Request, who: Principal): void {
+  callers.set(request, who);
+}
+
+/** Name the object a write is about ("podgroup/shop.web.web") when the path and query do not. */
+export function auditObject(request: Request, object: string): void {
+  objects.set(request, object);
+}
+
+/** The caller the gate found for this request, if any. */
+export function callerOf(request: Request): Principal | undefined {
+  return callers.get(request);
+}
+
+const writes = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+
+/** Middleware: the `audit` line of every authenticated write. */
+export function auditWrites(log: Logger): MiddlewareHandler {
+  const audit = log.child({ audit: true });
+  return async (c, next) => {
+    await next();
+    if (!writes.has(c.req.method)) return;
+    const who = callerOf(c.req.raw);
+    if (who === undefined) return;
+    const status = c.res.status;
+    const outcome = status < 400 ? "allowed" : status === 403 ? "denied" : "failed";
+    const query = c.req.query();
+    const object = objects.get(c.req.raw);
+    audit.info(
+      {
+        tokenId: who.tokenId,
+        user: who.user,
+        role: who.role,
+        method: c.req.method,
+        path: c.req.path,
+        ...(Object.keys(query).length > 0 ? { query } : {}),
+        ...(object !== undefined ? { object } : {}),
+        status,
+        outcome,
+      },
+      "audit",
+    );
+  };
+}

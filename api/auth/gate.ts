@@ -1,0 +1,53 @@
+// The gate every API handler passes first: the credential of a request, checked, as a Principal
+// (docs/security.md). A token is accepted in the spec's `access-token` header or as
+// `Authorization: Bearer <token>` (the kubectl and Nomad habit). Handlers call `gate.authenticate(c)`
+// before they read their input, so a caller without a credential learns nothing about the rules.
+//
+// With authentication off (`-auth none`, allowed on loopback listeners only) every caller is the
+// anonymous admin; the listener check is the process's (cli/auth-options.ts).
+import type { Context } from "hono";
+import { unauthorized } from "../http/index.ts";
+import { remember } from "./audit.ts";
+import { anonymousAdmin, type Principal } from "./principal.ts";
+import type { TokenVerifier } from "./verifier.ts";
+
+export const tokenHeader = "access-token";
+
+export interface Gate {
+  /** The caller; throws 401 (with WWW-Authenticate) for a missing or bad credential. */
+  authenticate(c: Context): Promise<Principal>;
+  /** "token" or "none": named in /readyz and the start-up log. */
+  readonly mode: "token" | "none";
+}
+
+/** The token a request carries, or undefined; `access-token` wins when both are sent. */
+export function requestToken(header: (name: string) => string | undefined): string | undefined {
+  const direct = header(tokenHeader)?.trim();
+  if (direct) return direct;
+  const authz = header("authorization")?.trim();
+  if (!authz) return undefined;
+  const m = /^bearer\s+(\S+)$/i.exec(authz);
+  return m ? m[1] : undefined;
+}
+
+export function tokenGate(verifier: TokenVerifier): Gate {
+  return {
+    mode: "token",
+    async authenticate(c) {
+      const token = requestToken((name) => c.req.header(name));
+      if (token === undefined) throw unauthorized(`missing access token: send it as "${tokenHeader}: <token>" or "Authorization: Bearer <token>"`);
+      const who = await verifier.verify(token);
+      remember(c.req.raw, who);
+      return who;
+    },
+  };
+}
+
+/** `-auth none`: everyone is the anonymous admin. Only for loopback listeners. */
+export const openGate: Gate = {
+  mode: "none",
+  async authenticate(c) {
+    remember(c.req.raw, anonymousAdmin);
+    return anonymousAdmin;
+  },
+};

@@ -1,0 +1,144 @@
+// Token verification for every API, from the token records in the shared store (docs/security.md,
+// "How a process checks a token"). Every Capstan process that serves an API opens the same store,
+// so the orchestrator and the secrets service check tokens exactly as the console does, with no
+// call to the console on the request path.
+//
+// Invariant (revocation): a token record, and the app list that makes a user a maintainer, are
+// reused for at most `ttlMs` (2 s) after they were read from the store. A revoked token, a removed
+// maintainer or a changed grant therefore stops working everywhere within ttlMs plus one store
+// read; in the process that made the change, at once (`forget()`).
+//
+// Only hits are cached. An unknown id is read from the store every time, so a token created a
+// moment ago on another console works at once; concurrent reads of one id share one store call.
+import type { Store } from "../../adapters/store/store.ts";
+import { systemWallClock, type WallClock } from "../console/clock.ts";
+import { AppRecord, appsPrefix, decodeRecord, TokenRecord, tokenKey } from "../console/records.ts";
+import { hashSecret, parseToken, sameHash } from "../console/tokens.ts";
+import { unauthorized } from "../http/index.ts";
+import type { Principal } from "./principal.ts";
+
+export interface TokenVerifierOptions {
+  store: Store;
+  /** Wall clock for token expiry and cache ages (default Date.now). */
+  clock?: WallClock;
+  /** How long a read token record or app list is reused (default 2000 ms). */
+  ttlMs?: number;
+}
+
+/** The one answer for every bad token, so a caller cannot tell unknown, wrong, expired and revoked apart. */
+export const badTokenMessage = "invalid, expired or revoked access token";
+
+interface Cached<T> {
+  value: T;
+  until: number;
+}
+
+const maxCachedTokens = 10_000;
+
+interface AppIndex {
+  names: Set<string>;
+  byMaintainer: Map<string, Set<string>>;
+}
+
+export class TokenVerifier {
+  private readonly store: Store;
+  private readonly clock: WallClock;
+  private readonly ttlMs: number;
+  private readonly tokens = new Map<string, Cached<TokenRecord>>();
+  private readonly tokenReads = new Map<string, Promise<TokenRecord | null>>();
+  private apps: Cached<AppIndex> | undefined;
+  private appsRead: Promise<AppIndex> | undefined;
+  /** Bumped by forget(): a read that started before it must not refill the cache. */
+  private generation = 0;
+
+  constructor(opts: TokenVerifierOptions) {
+    this.store = opts.store;
+    this.clock = opts.clock ?? systemWallClock;
+    this.ttlMs = opts.ttlMs ?? 2000;
+  }
+
+  /** The caller a token names; throws 401 for anything but a valid, unexpired, stored token. */
+  async verify(token: string): Promise<Principal> {
+    const parts = parseToken(token);
+    if (parts === null) throw unauthorized(badTokenMessage);
+    const record = await this.token(parts.id);
+    if (record === null || !sameHash(record.hash, hashSecret(parts.secret))) throw unauthorized(badTokenMessage);
+    if (record.expiresAt !== undefined && Date.parse(record.expiresAt) <= this.clock.now()) throw unauthorized(badTokenMessage);
+    return { tokenId: record.id, user: record.user, role: record.role, apps: await this.appsOf(record) };
+  }
+
+  /** Drop everything cached: the console calls it after it changed a token or an app. */
+  forget(): void {
+    this.generation++;
+    this.tokens.clear();
+    this.tokenReads.clear();
+    this.apps = undefined;
+    this.appsRead = undefined;
+  }
+
+  private async token(id: string): Promise<TokenRecord | null> {
+    const now = this.clock.now();
+    const hit = this.tokens.get(id);
+    if (hit !== undefined && hit.until > now) return hit.value;
+    let read = this.tokenReads.get(id);
+    if (read === undefined) {
+      const generation = this.generation;
+      read = this.store
+        .get(tokenKey(id))
+        .then((kv) => {
+          const record = kv === null ? null : decodeRecord(TokenRecord, kv.key, kv.value);
+          if (record !== null && generation === this.generation) {
+            if (this.tokens.size >= maxCachedTokens) this.tokens.delete(this.tokens.keys().next().value!);
+            this.tokens.set(id, { value: record, until: now + this.ttlMs });
+          }
+          return record;
+        })
+        .finally(() => {
+          if (this.tokenReads.get(id) === read) this.tokenReads.delete(id);
+        });
+      this.tokenReads.set(id, read);
+    }
+    return read;
+  }
+
+  /** True when app `name` is registered (as of at most ttlMs ago). */
+  async registered(name: string): Promise<boolean> {
+    return (await this.appIndex()).names.has(name);
+  }
+
+  private async appsOf(record: TokenRecord): Promise<ReadonlySet<string>> {
+    if (record.role === "viewer") return new Set(record.apps ?? []);
+    if (record.role !== "user") return new Set();
+    return (await this.appIndex()).byMaintainer.get(record.user) ?? new Set();
+  }
+
+  /** Every registered app, and maintainer e-mail -> the apps listing it. */
+  private async appIndex(): Promise<AppIndex> {
+    const now = this.clock.now();
+    if (this.apps !== undefined && this.apps.until > now) return this.apps.value;
+    if (this.appsRead === undefined) {
+      const generation = this.generation;
+      const read = this.store
+        .list(appsPrefix)
+        .then(({ items }) => {
+          const index: AppIndex = { names: new Set(), byMaintainer: new Map() };
+          for (const kv of items) {
+            const app = decodeRecord(AppRecord, kv.key, kv.value);
+            index.names.add(app.appname);
+            for (const user of app.maintainers) {
+              let set = index.byMaintainer.get(user);
+              if (set === undefined) index.byMaintainer.set(user, (set = new Set()));
+              set.add(app.appname);
+            }
+          }
+          if (generation === this.generation) this.apps = { value: index, until: now + this.ttlMs };
+          return index;
+        })
+        .finally(() => {
+          if (this.appsRead === read) this.appsRead = undefined;
+        });
+      this.appsRead = read;
+    }
+    return this.appsRead;
+  }
+}

@@ -1,0 +1,55 @@
+// A real `capstan` server process (up, orchestrator, console, secrets) on a free loopback port, as
+// an operator starts it: spawned from cli/bin/capstan.mjs, ready once its "<name> is up" log line
+// carries the address the kernel gave port 0.
+import { spawn, type ChildProcess } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+export const capstanBin = fileURLToPath(new URL("../../cli/bin/capstan.mjs", import.meta.url));
+
+export interface CapstanProcess {
+  child: ChildProcess;
+  url: string;
+  exited: Promise<number | null>;
+  /** Everything it printed so far (JSON log lines). */
+  log(): string;
+  /** SIGTERM, then SIGKILL after 10 s; resolves with the exit code. */
+  stop(): Promise<number | null>;
+}
+
+/** `name` is the command ("up" logs "capstan is up"); `-web 127.0.0.1:0` is added. */
+export async function startCapstan(name: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<CapstanProcess> {
+  const child = spawn(capstanBin, [name, "-web", "127.0.0.1:0", ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, CAPSTAN_WEB: "", CAPSTAN_ADMIN_TOKEN: "", CAPSTAN_STORE: "", CAPSTAN_CLUSTER: "", ...env },
+  });
+  let log = "";
+  child.stdout!.on("data", (d: Buffer) => (log += d.toString()));
+  child.stderr!.on("data", (d: Buffer) => (log += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  const upName = name === "up" ? "capstan" : name;
+  const deadline = Date.now() + 30_000;
+  let url = "";
+  while (!url && Date.now() < deadline && child.exitCode === null) {
+    const m = new RegExp(`"address":\\{"host":"127\\.0\\.0\\.1","port":(\\d+)\\}[^\\n]*"msg":"${upName} is up"`).exec(log);
+    if (m) url = `http://127.0.0.1:${m[1]}`;
+    else await new Promise((r) => setTimeout(r, 100));
+  }
+  if (!url) {
+    child.kill("SIGKILL");
+    throw new Error(`capstan ${name} did not come up; log:\n${log}`);
+  }
+  return {
+    child,
+    url,
+    exited,
+    log: () => log,
+    async stop() {
+      if (child.exitCode !== null) return child.exitCode;
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+      const code = await exited;
+      clearTimeout(timer);
+      return code;
+    },
+  };
+}
