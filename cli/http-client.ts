@@ -100,11 +100,6 @@ export class HttpClient {
     this.ca = opts.ca;
   }
 
-  /** Whether requests carry a token (for messages). */
-  get hasToken(): boolean {
-    return this.token !== undefined;
-  }
-
   /** `body` is sent as JSON; the answer must be JSON (an empty 2xx answer is undefined). */
   async request(method: string, path: string, body?: unknown): Promise<unknown> {
     const headers: Record<string, string> = { accept: "application/json" };

@@ -91,8 +91,9 @@ export function createSecretsService(opts: SecretsServiceOptions): SecretsServic
     return who;
   };
   const authorize = async (who: Principal, appName: string, write: boolean) => {
-    requireApp(who, write ? "write" : "read-secrets", appName);
+    // Not registered first: a mistyped app name says so, to maintainers too (the name is no secret).
     if (!(await opts.apps.registered(appName))) throw notFound(`app ${appName} is not registered`);
+    requireApp(who, write ? "write" : "read-secrets", appName);
   };
 
   app.put("/v2/secrets", async (c) => {

@@ -2,7 +2,7 @@
 // embedded store against the real engines, serving probes and the orchestrator's API, and stopping
 // cleanly on SIGTERM. (test/e2e/orchestrator.test.ts drives the orchestrator itself.)
 import { spawn, execFile } from "node:child_process";
-import { mkdtempSync, rmSync, existsSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -87,7 +87,12 @@ describe("capstan command", () => {
     const metrics = await (await fetch(`${base}/metrics`)).text();
     // The orchestrator's leader key: up and orchestrator processes on one etcd elect one leader.
     expect(metrics).toMatch(/^leader_election_master_status\{name="\/platform\/orchestrator\/leader"\} 1$/m);
-    const groups = await fetch(`${base}/api/podgroups/_all`);
+    // Every API needs a token: none is 401 with a challenge; the admin token capstan up wrote works.
+    const anonymous = await fetch(`${base}/api/podgroups/_all`);
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.headers.get("www-authenticate")).toBe('Bearer realm="capstan"');
+    const adminToken = readFileSync(join(data, "admin-token"), "utf8").trim();
+    const groups = await fetch(`${base}/api/podgroups/_all`, { headers: { authorization: `Bearer ${adminToken}` } });
     expect(groups.status).toBe(200);
     expect(await groups.json()).toEqual([]);
     for (const node of Object.keys(services.engines)) {

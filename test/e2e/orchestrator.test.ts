@@ -73,7 +73,7 @@ describe("capstan orchestrator with the client commands", () => {
   beforeAll(async () => {
     orchestrator = spawn(
       bin,
-      ["orchestrator", "-web", "127.0.0.1:0", "-store", `sqlite://${dir}/state.db`, "-cluster", services.cluster, "-update-wait", "1s", "-refresh-interval", "2s"],
+      ["orchestrator", "-web", "127.0.0.1:0", "-store", `sqlite://${dir}/state.db`, "-cluster", services.cluster, "-auth", "none", "-update-wait", "1s", "-refresh-interval", "2s"],
       { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, CAPSTAN_WEB: "" } },
     );
     orchestrator.stdout!.on("data", (d: Buffer) => (log += d.toString()));

@@ -65,10 +65,11 @@ describe("capstan console and capstan secrets as separate processes", () => {
     return { child, exited, log: () => log, url };
   }
 
-  const startSecrets = () => start("secrets", ["-store", `sqlite://${dir}/secrets.db`, "-cluster", services.cluster, "-console", consoleServer.url]);
+  // One store for both: the secrets service checks tokens from the store the console writes them to.
+  const startSecrets = () => start("secrets", ["-store", `sqlite://${dir}/state.db`, "-cluster", services.cluster]);
 
   beforeAll(async () => {
-    consoleServer = await start("console", ["-store", `sqlite://${dir}/console.db`, "-admin-token-file", join(dir, "admin-token")]);
+    consoleServer = await start("console", ["-store", `sqlite://${dir}/state.db`, "-admin-token-file", join(dir, "admin-token")]);
     secretsServer = await startSecrets();
   });
 
@@ -99,7 +100,7 @@ describe("capstan console and capstan secrets as separate processes", () => {
   });
 
   it("the secrets service asks the other process's console: maintainers write, others are refused", async () => {
-    const init = await capstan(["secrets", "init", "bob", "-shares", "2", "-threshold", "2"]);
+    const init = await capstan(["secrets", "init", "admin", "-shares", "2", "-threshold", "2"]);
     expect(init.code, init.stderr).toBe(0);
     keys = [...init.stdout.matchAll(/^Unseal key \d: (\S+)$/gm)].map((m) => m[1]!);
     rootToken = /^Root token: (\S+)$/m.exec(init.stdout)![1]!;

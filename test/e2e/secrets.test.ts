@@ -167,13 +167,17 @@ describe("secrets end to end: register, write, deploy", () => {
     expect(sealed.code).toBe(1);
     expect(sealed.stderr).toContain("sealed");
 
-    const init = await capstan(["secrets", "init", "local", "-shares", "3", "-threshold", "2"]);
+    // Initializing is an admin's decision: the maintainer's login is refused, the admin's works.
+    const refused = await capstan(["secrets", "init", "local", "-shares", "3", "-threshold", "2"]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("needs an admin token");
+    const init = await capstan(["secrets", "init", "admin", "-shares", "3", "-threshold", "2"]);
     expect(init.code, init.stderr).toBe(0);
     const keys = [...init.stdout.matchAll(/^Unseal key \d: (\S+)$/gm)].map((m) => m[1]!);
     expect(keys).toHaveLength(3);
     expect(init.stdout).toMatch(/^Root token: \S+$/m);
     expect(init.stderr).toContain("shown ONCE");
-    expect((await capstan(["secrets", "init", "local", "-shares", "1", "-threshold", "1"])).code).toBe(1);
+    expect((await capstan(["secrets", "init", "admin", "-shares", "1", "-threshold", "1"])).code).toBe(1);
 
     expect(await capstan(["secrets", "unseal", "local", "-key", keys[0]!])).toMatchObject({ code: 0, stdout: "still sealed: 1/2 shares given\n" });
     expect(await capstan(["secrets", "unseal", "local"], `${keys[2]}\n`)).toMatchObject({ code: 0, stdout: "unsealed\n" });
@@ -223,7 +227,8 @@ describe("secrets end to end: register, write, deploy", () => {
     const missing = await capstan(["deploy", "local", "-f", appFile("missing.yaml", app, ["config.yaml", "conf/missing.yaml", "/etc/also-missing"]), "-image", services.testImage, "-network", "none"]);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain(`2 secret files are not written for ${proc}:\n  conf/missing.yaml\n  /etc/also-missing\n`);
-    const group = await fetch(`${url}/api/podgroups?name=${proc}`);
+    const adminToken = readFileSync(join(dir, "data", "admin-token"), "utf8").trim();
+    const group = await fetch(`${url}/api/podgroups?name=${proc}`, { headers: { "access-token": adminToken } });
     expect(group.status).toBe(404);
 
     const bad = await capstan(["deploy", "local", "-f", appFile("bad.yaml", app, ["../escape"]), "-image", services.testImage]);
