@@ -1,6 +1,7 @@
 // The console's assembly: its API (apps, maintainers, tokens, role checks) put on a process's
 // manager, after making sure an admin can log in (the first admin token). `capstan console` and
 // `capstan up` both install it through here.
+import { existsSync } from "node:fs";
 import { AdminTokenError, createConsoleApi, ensureAdminToken } from "../api/console/index.ts";
 import { UsageError, type OptionDef } from "./options.ts";
 import type { ServeContext } from "./serve.ts";
@@ -37,6 +38,10 @@ export async function installConsole(ctx: ServeContext, settings: ConsoleSetting
     const { created } = await ensureAdminToken({ store, adminTokenFile: settings.adminTokenFile, envToken: settings.envToken });
     // The token itself is never logged: only where it went.
     if (created) log.info(settings.envToken !== undefined ? { from: "CAPSTAN_ADMIN_TOKEN" } : { file: settings.adminTokenFile }, "admin token created");
+    // Say where the first admin token is on every start, so an operator finds it for capstan login.
+    else if (settings.envToken === undefined && settings.adminTokenFile !== undefined && existsSync(settings.adminTokenFile)) {
+      log.info({ file: settings.adminTokenFile }, "admin token file (capstan login CLUSTER -url URL < FILE)");
+    }
   } catch (e) {
     if (e instanceof AdminTokenError) throw new UsageError(e.message);
     throw e;
