@@ -55,6 +55,10 @@ describe("capstan command", () => {
     const unknown = await capstan(["up", "-bogus"]);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain("unknown option -bogus");
+    // No listener without authentication outside loopback: -auth none on every interface is refused.
+    const open = await capstan(["orchestrator", "-auth", "none", "-web", "0.0.0.0:0", "-store", "sqlite://:memory:"]);
+    expect(open.code).toBe(2);
+    expect(open.stderr).toContain("-auth none is allowed only on a loopback listen address");
   });
 
   it("capstan up serves /healthz, /readyz, /metrics and the orchestrator's API, then stops with exit 0 on SIGTERM", async () => {

@@ -4,7 +4,9 @@
 // asserts the status code and, for every refusal, that the keys the request would have written are
 // unchanged in the store. Identities run in the order least to most privileged, so a write that is
 // allowed comes after every refusal of the same row.
+import { mkdirSync, rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DockerCluster } from "../../../adapters/cluster/index.ts";
 import { EtcdStore } from "../../../adapters/store/etcd.ts";
 import { generateToken } from "../../../api/console/index.ts";
 import { startCapstan, type CapstanProcess } from "../../helpers/capstan-process.ts";
@@ -30,6 +32,8 @@ const tokens: Partial<Record<Id, string>> = { malformed: "cst_not_a_token", admi
 let etcd: EtcdProcess;
 let store: EtcdStore;
 let up: CapstanProcess;
+let orchestrator: CapstanProcess | undefined;
+const allowedDir = `/tmp/${run}-allowed`;
 
 interface Answer {
   status: number;
@@ -177,7 +181,10 @@ async function snapshot(prefixes: string[]): Promise<string> {
 beforeAll(async () => {
   etcd = await startEtcd();
   store = new EtcdStore({ endpoints: [etcd.endpoint] });
-  up = await startCapstan("up", ["-store", `etcd://${etcd.endpoint}`, "-cluster", services.cluster, "-data", `/tmp/${run}`], { CAPSTAN_ADMIN_TOKEN: admin });
+  mkdirSync(allowedDir, { recursive: true });
+  up = await startCapstan("up", ["-store", `etcd://${etcd.endpoint}`, "-cluster", services.cluster, "-data", `/tmp/${run}`, "-allowed-host-paths", allowedDir, "-update-wait", "1s"], {
+    CAPSTAN_ADMIN_TOKEN: admin,
+  });
   await adminCall("POST", "/api/v1/apps", { appname: appA, maintainers: [alice] });
   await adminCall("POST", "/api/v1/apps", { appname: appB, maintainers: [bob] });
   const token = async (user: string, role: string, extra: object = {}) => ((await adminCall("POST", "/api/v1/tokens", { user, role, ...extra })) as { token: string; id: string });
@@ -206,7 +213,10 @@ beforeAll(async () => {
 }, 90_000);
 
 afterAll(async () => {
+  await orchestrator?.stop();
   await up?.stop();
+  rmSync(allowedDir, { recursive: true, force: true });
+  rmSync(`/tmp/${run}`, { recursive: true, force: true });
   await store?.close();
   await etcd?.stop();
 });
@@ -245,5 +255,76 @@ describe("audit", () => {
     expect(mine[0]!.time).toBeTypeOf("number");
     expect(lines.some((l) => l.user === bob && l.outcome === "denied" && l.status === 403)).toBe(true);
     for (const t of Object.values(tokens)) if (t.length > 20) expect(up.log()).not.toContain(t.slice(17));
+  });
+});
+
+describe("host access", () => {
+  it("a maintainer's bind outside -allowed-host-paths is refused naming the field; inside, it is mounted", async () => {
+    const before = await snapshot([pg(`${appA}.host`)]);
+    const outside = await call("POST", "/api/podgroups", "maintainerA", group(`${appA}.host`, appA, { containers: [{ image: services.testImage, systemVolumes: ["/etc:/host-etc:ro"] }] }));
+    expect(outside.status).toBe(403);
+    expect(outside.body.message).toContain("pod.containers[0].systemVolumes[0]");
+    const network = await call("POST", "/api/podgroups", "maintainerA", { ...group(`${appA}.host`, appA), pod: { ...pod(appA), network: "host" } });
+    expect(network.status).toBe(403);
+    expect(network.body.message).toContain("pod.network");
+    expect(await snapshot([pg(`${appA}.host`)])).toBe(before);
+
+    const inside = { ...group(`${appA}.host`, appA), numInstances: 1, pod: { ...pod(appA, { systemVolumes: [`${allowedDir}/logs:/logs`] }) } };
+    expect((await call("POST", "/api/podgroups", "maintainerA", inside)).status).toBe(202);
+    const cluster = DockerCluster.fromSpec(services.cluster);
+    {
+      const binds = await pollUntil(
+        "the instance's container",
+        async () => {
+          const [c] = await cluster.listContainers(undefined, { all: true, filters: { label: [`io.capstan.podgroup=${appA}.host`] } });
+          return c === undefined ? undefined : (await cluster.inspect(c)).binds;
+        },
+        30_000,
+        200,
+      );
+      expect(binds).toContain(`${allowedDir}/logs:/logs`);
+    }
+    expect((await call("DELETE", `/api/podgroups?name=${appA}.host`, "maintainerA")).status).toBe(202);
+  });
+
+  it("the Docker socket, or a directory holding it, is refused even for an admin", async () => {
+    for (const bind of ["/var/run/docker.sock:/var/run/docker.sock", "/run:/host-run", "/:/host"]) {
+      const a = await call("POST", "/api/podgroups", "admin", group(`${appA}.sock`, appA, { containers: [{ image: services.testImage, systemVolumes: [bind] }] }));
+      expect(a.status, bind).toBe(403);
+      expect(a.body.message, bind).toContain("never mountable");
+    }
+    // An engine socket of -cluster too (the services' engines listen on unix sockets under their own directories).
+    const socket = services.engines.n1!.replace(/^unix:\/\//, "");
+    const a = await call("POST", "/api/podgroups", "admin", group(`${appA}.sock`, appA, { containers: [{ image: services.testImage, systemVolumes: [`${socket}:/d.sock`] }] }));
+    expect(a.status).toBe(403);
+  });
+});
+
+describe("secrets reach only their own app", () => {
+  it("a maintainer of B cannot name a group so that Secret-sync installs A's secrets into it", async () => {
+    const files = { containers: [{ image: services.testImage, secretFiles: ["config.yaml"] }] };
+    // A's proc name in B's namespace: refused (names are for their own app); in A's namespace: no write on A.
+    expect((await call("POST", "/api/podgroups", "maintainerB", group(`${appA}.web.web`, appB, files))).status).toBe(403);
+    expect((await call("POST", "/api/podgroups", "maintainerB", group(`${appA}.web.web`, appA, files))).status).toBe(403);
+    expect((await call("POST", "/api/podgroups", "maintainerB", group(appA, appB, files))).status).toBe(403);
+    // Not even an admin can make a group of namespace B receive A's secrets.
+    const mixed = await call("POST", "/api/podgroups", "admin", group(`${appA}.web.web`, appB, files));
+    expect(mixed.status).toBe(400);
+    expect(mixed.body.message).toContain("secretFiles");
+    // Its own app's name is fine.
+    expect((await call("POST", "/api/podgroups", "maintainerB", group(`${appB}.web.web`, appB, files))).status).toBe(202);
+  });
+});
+
+describe("revocation", () => {
+  it("a token revoked on the console stops working in another process within 5 s", async () => {
+    orchestrator = await startCapstan("orchestrator", ["-store", `etcd://${etcd.endpoint}`, "-cluster", services.cluster]);
+    const t = (await adminCall("POST", "/api/v1/tokens", { user: alice, role: "user" })) as { token: string; id: string };
+    const get = () => fetch(`${orchestrator!.url}/api/podgroups?name=${appA}.g`, { headers: { authorization: `Bearer ${t.token}` }, signal: AbortSignal.timeout(5_000) });
+    expect((await get()).status).toBe(200);
+    await adminCall("DELETE", `/api/v1/tokens/${t.id}`);
+    const revokedAt = Date.now();
+    await pollUntil("the revoked token to be refused by the other process", async () => (await get()).status === 401, 5_000, 50);
+    expect(Date.now() - revokedAt).toBeLessThan(5_000);
   });
 });
