@@ -20,7 +20,9 @@ import { parseListenAddress } from "./listen.ts";
 import { UsageError, type OptionDef } from "./options.ts";
 
 // Options every server command takes.
-export const webOption: OptionDef = { name: "web", type: "string", help: "listen address for the HTTP APIs and probes", default: ":9000" };
+// Loopback by default: a listener other machines can reach is an operator's choice (-web :9000 or
+// HOST:PORT), and should come with -tls-cert/-tls-key (docs/security.md).
+export const webOption: OptionDef = { name: "web", type: "string", help: "listen address for the HTTP APIs and probes (:PORT for every interface)", default: "127.0.0.1:9000" };
 export const clusterOption: OptionDef = {
   name: "cluster",
   type: "string",

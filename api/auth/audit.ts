@@ -30,18 +30,22 @@ export function callerOf(request: Request): Principal | undefined {
 
 const writes = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 
-/** Middleware: the `audit` line of every authenticated write. */
+/**
+ * Middleware: the `audit` line of every authenticated write, and of any other request a handler
+ * named an object for (a GET that writes a refresh request). Audit lines are written at info level
+ * whatever the process's log level, so a quieter log never loses them.
+ */
 export function auditWrites(log: Logger): MiddlewareHandler {
-  const audit = log.child({ audit: true });
+  const audit = log.child({ audit: true }, { level: "info" });
   return async (c, next) => {
     await next();
-    if (!writes.has(c.req.method)) return;
+    const object = objects.get(c.req.raw);
+    if (!writes.has(c.req.method) && object === undefined) return;
     const who = callerOf(c.req.raw);
     if (who === undefined) return;
     const status = c.res.status;
     const outcome = status < 400 ? "allowed" : status === 403 ? "denied" : "failed";
     const query = c.req.query();
-    const object = objects.get(c.req.raw);
     audit.info(
       {
         tokenId: who.tokenId,

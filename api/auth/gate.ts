@@ -16,7 +16,7 @@ export const tokenHeader = "access-token";
 export interface Gate {
   /** The caller; throws 401 (with WWW-Authenticate) for a missing or bad credential. */
   authenticate(c: Context): Promise<Principal>;
-  /** "token" or "none": named in /readyz and the start-up log. */
+  /** "token" or "none" (-auth). */
   readonly mode: "token" | "none";
 }
 

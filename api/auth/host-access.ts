@@ -5,8 +5,9 @@
 //   field                              non-admin                               admin
 //   containers[].systemVolumes          only under -allowed-host-paths          any path
 //     (host bind mounts)
-//   ... naming the Docker socket or a   never                                   never
-//     directory that holds it
+//   ... naming an engine socket (Docker  never                                   never
+//     or containerd) or a directory
+//     that holds one
 //   pod.network                         absent, "", none, bridge, default       any
 //     (host, container:<id>, named networks reach the host or other tenants)
 //   containers[].logConfig.type         absent, json-file, local, none          any
@@ -26,8 +27,16 @@ export interface HostAccessPolicy {
   dockerSockets: readonly string[];
 }
 
-/** The sockets refused on every node, whatever -cluster says. */
-export const defaultDockerSockets = ["/var/run/docker.sock", "/run/docker.sock"] as const;
+/**
+ * The sockets refused on every node, whatever -cluster says: Docker's, and containerd's under it
+ * (either one starts a root container on the host).
+ */
+export const defaultDockerSockets = [
+  "/var/run/docker.sock",
+  "/run/docker.sock",
+  "/var/run/containerd/containerd.sock",
+  "/run/containerd/containerd.sock",
+] as const;
 
 export function hostAccessPolicy(allowedHostPaths: readonly string[] = [], extraSockets: readonly string[] = []): HostAccessPolicy {
   return {
@@ -73,7 +82,7 @@ export function hostAccessOf(pod: PodShape, policy: HostAccessPolicy, prefix = "
       const host = normaliseHostPath(bind.slice(0, bind.indexOf(":")));
       const socket = policy.dockerSockets.find((s) => isUnder(s, host));
       if (socket !== undefined) {
-        out.push({ path, message: `${host} ${host === socket ? "is" : "holds"} the Docker socket ${socket}, which is never mountable`, never: true });
+        out.push({ path, message: `${host} ${host === socket ? "is" : "holds"} the engine socket ${socket}, which is never mountable`, never: true });
       } else if (!policy.allowedHostPaths.some((allowed) => isUnder(host, allowed))) {
         const allowed = policy.allowedHostPaths.length > 0 ? `outside the allowed host paths (${policy.allowedHostPaths.join(", ")})` : "a host path, and no host path is allowed (-allowed-host-paths)";
         out.push({ path, message: `${host} is ${allowed}`, never: false });

@@ -83,8 +83,8 @@ export function createDependsApi(opts: DependsApiOptions): Hono {
     const who = await gate.authenticate(c);
     const spec = await readJsonBody(c, DependencySpecInput, "PodSpec");
     const filters = placementFilters(spec);
-    mayWrite(who, spec);
     auditObject(c.req.raw, `dependency/${spec.name}`);
+    mayWrite(who, spec);
     const verdict = fitsSomewhere(opts.nodes.list(), spec, filters);
     if (verdict !== undefined) throw notAllowed("InsufficientResources", `cannot create dependency ${spec.name}: ${verdict}`);
     const now = new Date().toISOString();

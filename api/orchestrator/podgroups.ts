@@ -80,8 +80,8 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
     if (group === null) throw notFound(`podgroup ${q.name} not found`);
     requireApp(who, "read", group.spec.namespace);
     if (q.force_update) {
-      requireApp(who, "write", group.spec.namespace);
       auditObject(c.req.raw, `podgroup/${q.name}`);
+      requireApp(who, "write", group.spec.namespace);
       const task = await requestRefresh(store, q.name, new Date());
       log.info({ podgroup: q.name, task: task.id }, "refresh requested");
     }
@@ -92,8 +92,8 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
     const who = await gate.authenticate(c);
     const spec = await readJsonBody(c, PodGroupSpecInput, "PodGroupSpec");
     const filters = placementFilters(spec.pod, "pod.filters");
-    mayWrite(who, spec.name, spec.namespace, spec.pod, "pod.");
     auditObject(c.req.raw, `podgroup/${spec.name}`);
+    mayWrite(who, spec.name, spec.namespace, spec.pod, "pod.");
     const group = storedForm(spec, new Date().toISOString());
     admit("create", undefined, group, filters);
     reader.wrote(group.name, await createPodGroup(store, group));

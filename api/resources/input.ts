@@ -7,17 +7,41 @@
 // `Name`) are an error, since either choice would silently drop one of them.
 import { z } from "zod";
 
+/** What canonicalise needs to know of a schema, worked out once per schema (not per request). */
+type Plan =
+  | { kind: "array"; element: z.ZodType }
+  | { kind: "object"; fields: Record<string, z.ZodType>; byFolded: Map<string, string> }
+  | { kind: "leaf" };
+
+const plans = new WeakMap<z.ZodType, Plan>();
+
+function planOf(shape: z.ZodType): Plan {
+  let plan = plans.get(shape);
+  if (plan === undefined) {
+    const inner = unwrap(shape);
+    if (inner instanceof z.ZodArray) {
+      plan = { kind: "array", element: inner.element as z.ZodType };
+    } else if (inner instanceof z.ZodObject) {
+      const fields = inner.shape as Record<string, z.ZodType>;
+      plan = { kind: "object", fields, byFolded: new Map(Object.keys(fields).map((k) => [k.toLowerCase(), k])) };
+    } else {
+      plan = { kind: "leaf" };
+    }
+    plans.set(shape, plan);
+  }
+  return plan;
+}
+
 /** Rename `value`'s keys to the canonical spellings in `canonical`, recursively by shape. */
 function canonicalise(value: unknown, shape: z.ZodType, path: (string | number)[], ctx: z.RefinementCtx): unknown {
-  const inner = unwrap(shape);
-  if (inner instanceof z.ZodArray && Array.isArray(value)) {
-    return value.map((v, i) => canonicalise(v, inner.element as z.ZodType, [...path, i], ctx));
+  const plan = planOf(shape);
+  if (plan.kind === "array" && Array.isArray(value)) {
+    return planOf(plan.element).kind === "leaf" ? value : value.map((v, i) => canonicalise(v, plan.element, [...path, i], ctx));
   }
-  if (!(inner instanceof z.ZodObject) || value === null || typeof value !== "object" || Array.isArray(value)) {
+  if (plan.kind !== "object" || value === null || typeof value !== "object" || Array.isArray(value)) {
     return value;
   }
-  const fields = inner.shape as Record<string, z.ZodType>;
-  const byFolded = new Map(Object.keys(fields).map((k) => [k.toLowerCase(), k]));
+  const { fields, byFolded } = plan;
   const out: Record<string, unknown> = {};
   const seen = new Map<string, string>();
   for (const [key, v] of Object.entries(value as Record<string, unknown>)) {
@@ -28,7 +52,8 @@ function canonicalise(value: unknown, shape: z.ZodType, path: (string | number)[
       continue;
     }
     seen.set(canonical, key);
-    out[canonical] = fields[canonical] ? canonicalise(v, fields[canonical], [...path, canonical], ctx) : v;
+    const field = fields[canonical];
+    out[canonical] = field && planOf(field).kind !== "leaf" ? canonicalise(v, field, [...path, canonical], ctx) : v;
   }
   return out;
 }

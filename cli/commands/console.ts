@@ -7,10 +7,10 @@ import { historyOption, serve, storeOption, webOption } from "../serve.ts";
 import { storeConnectionFromOptions, storeConnectionOptionDefs } from "../store-options.ts";
 import { tlsFromOptions, tlsOptionDefs } from "../tls-options.ts";
 
-const defs: OptionDef[] = [{ ...webOption, default: ":9002" }, ...authOptionDefs, ...tlsOptionDefs, storeOption, ...storeConnectionOptionDefs, ...consoleOptionDefs, historyOption];
+const defs: OptionDef[] = [{ ...webOption, default: "127.0.0.1:9002" }, ...authOptionDefs, ...tlsOptionDefs, storeOption, ...storeConnectionOptionDefs, ...consoleOptionDefs, historyOption];
 
-const summary = `Runs the console: apps and their maintainers, access tokens (stored as hashes) and the role
-check (/api/v1/repos/APP/roles/) the secrets service asks on every call. On first start with no
+const summary = `Runs the console: apps and their maintainers, access tokens (stored as hashes; every
+Capstan API checks them from the shared store) and /api/v1/whoami. On first start with no
 admin token in the store it creates one and writes it to -admin-token-file (mode 0600), or
 registers CAPSTAN_ADMIN_TOKEN.`;
 

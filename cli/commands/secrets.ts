@@ -12,7 +12,7 @@ import { tlsFromOptions, tlsOptionDefs } from "../tls-options.ts";
 import { isSysVerb, run as runSys } from "./secrets-sys.ts";
 
 const defs: OptionDef[] = [
-  { ...webOption, default: ":9001" },
+  { ...webOption, default: "127.0.0.1:9001" },
   ...authOptionDefs,
   ...tlsOptionDefs,
   storeOption,

@@ -35,7 +35,7 @@ describe("capstan command", () => {
     const up = await capstan(["up", "-h"]);
     expect(up.code).toBe(0);
     expect(up.stdout).toContain("-web VALUE");
-    expect(up.stdout).toContain("(default :9000) [CAPSTAN_WEB]");
+    expect(up.stdout).toContain("(default 127.0.0.1:9000) [CAPSTAN_WEB]");
     expect(up.stdout).toContain("-history DURATION");
     expect(up.stdout).toContain("-update-wait DURATION");
     expect(up.stdout).toContain("(default 30s) [CAPSTAN_REFRESH_INTERVAL]");

@@ -254,6 +254,9 @@ describe("audit", () => {
     expect(typeof mine[0]!.tokenId).toBe("string");
     expect(mine[0]!.time).toBeTypeOf("number");
     expect(lines.some((l) => l.user === bob && l.outcome === "denied" && l.status === 403)).toBe(true);
+    // A refused POST names its object too, and a GET that writes a refresh request is audited.
+    expect(lines.some((l) => l.user === bob && l.method === "POST" && l.object === `podgroup/${appA}.new-maintainerb` && l.outcome === "denied")).toBe(true);
+    expect(lines.some((l) => l.user === alice && l.method === "GET" && l.object === `podgroup/${appA}.g` && l.status === 200)).toBe(true);
     for (const t of Object.values(tokens)) if (t.length > 20) expect(up.log()).not.toContain(t.slice(17));
   });
 });

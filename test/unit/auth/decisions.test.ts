@@ -69,6 +69,7 @@ describe("host access", () => {
     ["the root of the host", { binds: ["/:/host"] }, 403, 403],
     ["the Docker socket", { binds: ["/var/run/docker.sock:/var/run/docker.sock"] }, 403, 403],
     ["/run/docker.sock", { binds: ["/run/docker.sock:/s"] }, 403, 403],
+    ["containerd's socket directory", { binds: ["/run/containerd:/c"] }, 403, 403],
     ["the directory holding the socket", { binds: ["/var/run:/r"] }, 403, 403],
     ["an engine socket of -cluster", { binds: ["/tmp/engines:/e"] }, 403, 403],
     ["network host", { network: "host" }, 403, 200],

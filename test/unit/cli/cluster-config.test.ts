@@ -8,7 +8,6 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { clientFromOptions, clientOptionDefs, ClientConfigError, clusterFromConfig, configPath, readClientConfig, saveCluster } from "../../../cli/client-config.ts";
 import { appOfProc, clusterClients, clusterCommandOptionDefs, positionals } from "../../../cli/cluster-options.ts";
 import { run as login } from "../../../cli/commands/login.ts";
-import { selfUrl } from "../../../cli/commands/up.ts";
 import { parseArgs, UsageError } from "../../../cli/options.ts";
 
 const homes: string[] = [];
@@ -118,14 +117,5 @@ describe("proc names and positionals", () => {
     expect(() => positionals(["a"], ["CLUSTER", "PROC", "PATH"], "ex")).toThrow(new UsageError("PROC and PATH are required, e.g. ex"));
     expect(() => positionals([], ["CLUSTER"], "ex")).toThrow(new UsageError("CLUSTER is required, e.g. ex"));
     expect(() => positionals(["a", "b"], ["CLUSTER"], "ex")).toThrow(new UsageError('unexpected argument "b"'));
-  });
-});
-
-describe("capstan up's own address", () => {
-  it("is loopback for a wildcard listen address, and brackets IPv6", () => {
-    expect(selfUrl({ host: "0.0.0.0", port: 9000 })).toBe("http://127.0.0.1:9000");
-    expect(selfUrl({ host: "::", port: 9000 })).toBe("http://[::1]:9000");
-    expect(selfUrl({ host: "10.0.0.5", port: 80 })).toBe("http://10.0.0.5:80");
-    expect(selfUrl({ host: "::1", port: 1 })).toBe("http://[::1]:1");
   });
 });
