@@ -71,7 +71,39 @@ function pick<K extends keyof typeof errors>(...codes: K[]) {
   return Object.fromEntries(codes.map((k) => [k, errors[k]]));
 }
 
+/**
+ * Every operation but this document needs a token (docs/security.md): the two ways to send it, and
+ * the 401 and 403 answers, added to each operation.
+ */
+function withSecurity(doc: JsonObject): JsonObject {
+  const paths = doc.paths as Record<string, Record<string, JsonObject>>;
+  const problem = { type: "object", required: ["code", "message"], properties: { code: { type: "string" }, message: { type: "string" }, missing: { type: "string" } } };
+  for (const methods of Object.values(paths)) {
+    for (const op of Object.values(methods)) {
+      if (op.operationId === "openApiDocument") {
+        op.security = [];
+        continue;
+      }
+      op.responses = {
+        ...(op.responses as JsonObject),
+        "401": { description: "No token, or a malformed, unknown, expired or revoked one (WWW-Authenticate: Bearer); nothing was stored", content: json(problem) },
+        "403": { description: "The token lacks the permission `missing` names (role, app, host access); nothing was stored", content: json(problem) },
+      };
+    }
+  }
+  const components = doc.components as JsonObject;
+  components.securitySchemes = {
+    bearer: { type: "http", scheme: "bearer", description: "A console access token (cst_...)" },
+    accessToken: { type: "apiKey", in: "header", name: "access-token", description: "The same token, in the spec's header" },
+  };
+  return { ...doc, security: [{ bearer: [] }, { accessToken: [] }] };
+}
+
 function build(): JsonObject {
+  return withSecurity(buildPaths());
+}
+
+function buildPaths(): JsonObject {
   const accepted = answer("Recorded; the controller carries it out. Follow checkUrl.", "Accepted");
   const bodyNote = `JSON, at most ${maxJsonBodyBytes} bytes, content-type application/json. Keys are matched case-insensitively (NumInstances works); enums accept their integer codes; unknown fields are refused.`;
   return {
@@ -81,7 +113,8 @@ function build(): JsonObject {
       version: "1",
       description:
         "Writes desired state and answers 202; the PodGroup controller converges Docker engines to it. " +
-        "Errors: 400 BadRequest, 404 NotFound, 409 NotAllowed (reason AlreadyExists | InsufficientResources), 503 Unavailable.",
+        "Every call needs a console access token (Authorization: Bearer, or the access-token header). " +
+        "Errors: 400 BadRequest, 401 Unauthorized, 403 Forbidden, 404 NotFound, 409 NotAllowed (reason AlreadyExists | InsufficientResources), 503 Unavailable.",
     },
     paths: {
       "/api/podgroups": {
