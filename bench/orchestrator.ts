@@ -15,22 +15,29 @@
 // (b) Repair: a container of a running group force-removed behind Capstan's back (`docker rm -f`),
 //     time until a container of that instance runs again per the engine's events; median of 20.
 // (c) API: 2,000 requests, 25 % POST of zero-instance groups and 75 % GET of existing ones, 16 at a
-//     time, against the orchestrator on etcd; p50 / p99. Baseline: the same mix as bare etcd
-//     operations (create-if-absent txn / get) from this process, the floor any API on etcd has.
+//     time, against the orchestrator on etcd; p50 / p99. With authentication off (`-auth none`) and
+//     on (`-auth token`, an admin token on every request), each a fresh process on the same etcd,
+//     legs etcd, none, token, etcd, token, none, etcd. Baseline: the same mix as bare etcd operations
+//     (create-if-absent txn / get) from this process, the floor any API on etcd has. Targets:
+//     auth p99 <= 1.1 x no-auth p99, and auth p99 <= 1.3 x bare etcd p99.
 // (d) 5,000 zero-instance PodGroups in the store: the orchestrator's RSS, the CPU time of its start-up
 //     sync (list + one reconcile each) and of one full periodic refresh cycle (/proc/<pid>/stat).
 //
 // Every orchestrator under test is `capstan orchestrator` in a child process on a private etcd (its
-// keys are fixed under /platform/orchestrator/). Everything created is removed at the end.
+// keys are fixed under /platform/orchestrator/), with `-auth token` unless said otherwise; the bench
+// registers an admin token in that etcd first, as the console would. Everything created is removed
+// at the end.
+import { readFile } from "node:fs/promises";
 import Docker from "dockerode";
 import { Etcd3 } from "etcd3";
 import { defaultEngineLimits } from "../adapters/cluster/index.ts";
 import { EtcdStore } from "../adapters/store/etcd.ts";
 import type { Store } from "../adapters/store/store.ts";
+import { generateToken } from "../api/console/index.ts";
 import { keys } from "../api/resources/keys.ts";
 import { startEtcd, type EtcdProcess } from "../test/helpers/etcd-process.ts";
 import { loadServices, socketPath, uniqueName } from "../test/helpers/services.ts";
-import { allRunning, api, OrchestratorProcess, untilStatus } from "./orchestrator/capstan.ts";
+import { allRunning, api, OrchestratorProcess, registerAdminToken, untilStatus, type ApiAnswer } from "./orchestrator/capstan.ts";
 import { StartEvents } from "./orchestrator/docker-events.ts";
 import { startPrivateEngine, type PrivateEngine } from "./orchestrator/private-engine.ts";
 import { rawCreateStart, removeLabelled } from "./orchestrator/raw.ts";
@@ -57,6 +64,8 @@ const profileArgs = profileDir ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] 
 
 const services = loadServices();
 const run = uniqueName("bo");
+/** The admin token of this run, registered in every private etcd (startOrchestrator). */
+const adminToken = generateToken().token;
 const benchLabel = "io.capstan.bench";
 const groupLabel = "io.capstan.podgroup";
 const instanceLabel = "io.capstan.instance";
@@ -66,8 +75,10 @@ const shared: Record<string, Docker> = Object.fromEntries(
 const sharedNodes = Object.keys(shared);
 
 interface Orchestrator {
-  /** Replaced by a fresh process in (d). */
+  /** Replaced by a fresh process in (c) and (d). */
   proc: OrchestratorProcess;
+  /** The admin token every request carries; undefined while `proc` runs with `-auth none`. */
+  token: string | undefined;
   /** A client of its store, for watching status records. */
   store: Store;
   engines: Record<string, Docker>;
@@ -92,11 +103,16 @@ function groupSpec(name: string, numInstances: number, network: NetworkMode = "n
   };
 }
 
+/** One request to `o`'s API, carrying its token when it has one. */
+function call(o: Orchestrator, method: string, path: string, body?: unknown): Promise<ApiAnswer> {
+  return api(o.proc.baseUrl, method, path, body, { token: o.token });
+}
+
 /** POST, retrying only while the node monitor has not yet recorded a ready node (start-up). */
 async function post(o: Orchestrator, spec: ReturnType<typeof groupSpec>): Promise<void> {
   const deadline = performance.now() + 30_000;
   for (;;) {
-    const res = await api(o.proc.baseUrl, "POST", "/api/podgroups", spec);
+    const res = await call(o, "POST", "/api/podgroups", spec);
     if (res.status === 202) return;
     const reason = (res.body as { reason?: string } | undefined)?.reason;
     if (res.status === 409 && reason === "InsufficientResources" && performance.now() < deadline) {
@@ -109,11 +125,11 @@ async function post(o: Orchestrator, spec: ReturnType<typeof groupSpec>): Promis
 
 /** DELETE, then wait until the API answers 404 and no engine holds a container of the group. */
 async function deleteGroup(o: Orchestrator, name: string, timeoutMs = 180_000): Promise<void> {
-  const res = await api(o.proc.baseUrl, "DELETE", `/api/podgroups?name=${name}`);
+  const res = await call(o, "DELETE", `/api/podgroups?name=${name}`);
   if (res.status !== 202 && res.status !== 404) throw new Error(`DELETE ${name}: ${res.status} ${JSON.stringify(res.body)}`);
   const deadline = performance.now() + timeoutMs;
   for (;;) {
-    const gone = (await api(o.proc.baseUrl, "GET", `/api/podgroups?name=${name}`)).status === 404;
+    const gone = (await call(o, "GET", `/api/podgroups?name=${name}`)).status === 404;
     const left = await Promise.all(
       Object.values(o.engines).map((d) => d.listContainers({ all: true, filters: { label: [`${groupLabel}=${name}`] } })),
     );
@@ -149,13 +165,19 @@ async function capstanDeploy(o: Orchestrator, name: string, network: NetworkMode
   }
 }
 
-/** `capstan orchestrator` with default options on a private etcd of its own. */
+/**
+ * `capstan orchestrator` with default options (so `-auth token`) on a private etcd of its own, in
+ * which the bench has registered an admin token first, as the console would.
+ */
 async function startOrchestrator(cluster: string, engines: Record<string, Docker>): Promise<Orchestrator & { etcd: EtcdProcess }> {
   const etcd = await startEtcd();
+  const store = new EtcdStore({ endpoints: [etcd.endpoint] });
   try {
+    const token = await registerAdminToken(store, adminToken);
     const proc = await OrchestratorProcess.start({ storeUrl: `etcd://${etcd.endpoint}`, cluster, nodeArgs: profileArgs });
-    return { proc, store: new EtcdStore({ endpoints: [etcd.endpoint] }), engines, etcd };
+    return { proc, token, store, engines, etcd };
   } catch (err) {
+    await store.close();
     await etcd.stop();
     throw err;
   }
@@ -347,6 +369,8 @@ async function removeGroupsOf(engines: Record<string, Docker>, prefix: string): 
 interface Latencies {
   /** CPU the orchestrator process used over the measured run (the etcd leg: none, 0). */
   orchestratorCpuS: number;
+  /** The part of it spent in the kernel (system time: sockets, epoll, page faults). */
+  orchestratorSystemCpuS: number;
   /** CPU this process (the load generator) used. */
   clientCpuS: number;
   all: number[];
@@ -354,6 +378,8 @@ interface Latencies {
   get: number[];
   errors: number;
   wallMs: number;
+  /** Reconciles the PodGroup controller did over the measured run (the etcd leg: 0). */
+  reconciles: number;
 }
 
 /** `total` operations, `concurrency` at a time: every 4th creates a group, the rest read one. */
@@ -361,11 +387,12 @@ async function mixedLoad(
   total: number,
   create: (i: number) => Promise<boolean>,
   read: (i: number) => Promise<boolean>,
-  server?: OrchestratorProcess,
+  server?: Orchestrator,
 ): Promise<Latencies> {
-  const out: Latencies = { orchestratorCpuS: 0, clientCpuS: 0, all: [], post: [], get: [], errors: 0, wallMs: 0 };
+  const out: Latencies = { orchestratorCpuS: 0, orchestratorSystemCpuS: 0, clientCpuS: 0, all: [], post: [], get: [], errors: 0, wallMs: 0, reconciles: 0 };
   let next = 0;
-  const serverCpu0 = (await server?.cpuSeconds()) ?? 0;
+  const serverCpu0 = server ? await cpuTimes(server.proc.pid) : { user: 0, system: 0 };
+  const reconciles0 = server ? await reconciles(server) : 0;
   const client0 = process.cpuUsage();
   const t0 = performance.now();
   await Promise.all(
@@ -384,44 +411,137 @@ async function mixedLoad(
   out.wallMs = performance.now() - t0;
   const client = process.cpuUsage(client0);
   out.clientCpuS = (client.user + client.system) / 1e6;
-  out.orchestratorCpuS = ((await server?.cpuSeconds()) ?? 0) - serverCpu0;
+  const serverCpu = server ? await cpuTimes(server.proc.pid) : { user: 0, system: 0 };
+  out.orchestratorCpuS = serverCpu.user + serverCpu.system - serverCpu0.user - serverCpu0.system;
+  out.orchestratorSystemCpuS = serverCpu.system - serverCpu0.system;
+  out.reconciles = server ? (await reconciles(server)) - reconciles0 : 0;
   return out;
 }
 
-async function apiLatency(o: Orchestrator, etcdEndpoint: string): Promise<{ api: Latencies; etcd: Latencies }> {
+/** User and system CPU seconds of a process (/proc/<pid>/stat utime, stime; 10 ms ticks). */
+async function cpuTimes(pid: number): Promise<{ user: number; system: number }> {
+  const stat = await readFile(`/proc/${pid}/stat`, "utf8");
+  // Fields after the parenthesised command name (which may itself hold spaces): state is field 3.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return { user: Number(fields[11]) / 100, system: Number(fields[12]) / 100 };
+}
+
+/** Several legs' figures as one: their samples together, CPU, errors and time summed. */
+function pooled(legs: Latencies[]): Latencies {
+  return {
+    orchestratorCpuS: legs.reduce((s, l) => s + l.orchestratorCpuS, 0),
+    orchestratorSystemCpuS: legs.reduce((s, l) => s + l.orchestratorSystemCpuS, 0),
+    clientCpuS: legs.reduce((s, l) => s + l.clientCpuS, 0),
+    all: legs.flatMap((l) => l.all),
+    post: legs.flatMap((l) => l.post),
+    get: legs.flatMap((l) => l.get),
+    errors: legs.reduce((s, l) => s + l.errors, 0),
+    wallMs: legs.reduce((s, l) => s + l.wallMs, 0),
+    reconciles: legs.reduce((s, l) => s + l.reconciles, 0),
+  };
+}
+
+/** A leg of (c): the API with `-auth none`, the API with `-auth token`, or bare etcd. */
+type ApiLeg = "none" | "token" | "etcd";
+const apiLegKinds: readonly ApiLeg[] = ["none", "token", "etcd"];
+
+/**
+ * BENCH_ORCHESTRATOR_API_LEGS (default etcd,none,token,etcd,token,none,etcd): (c)'s legs, in order.
+ * Each kind's legs sit symmetric around the middle, so what drifts over the run (the machine's
+ * load; the store, which every API leg grows by 2,000 groups) weighs on each kind alike; the
+ * baseline gets three legs because one leg's p99 swings by 2 x on a shared machine.
+ */
+function apiLegsOf(text: string | undefined): ApiLeg[] {
+  const legs = (text === undefined || text.trim() === "" ? "etcd,none,token,etcd,token,none,etcd" : text).split(",").map((l) => l.trim());
+  const unknown = legs.filter((l) => !apiLegKinds.includes(l as ApiLeg));
+  if (unknown.length > 0) throw new Error(`BENCH_ORCHESTRATOR_API_LEGS: unknown leg(s) ${unknown.join(", ")} (use none, token, etcd)`);
+  const missing = apiLegKinds.filter((k) => !legs.includes(k));
+  if (missing.length > 0) throw new Error(`BENCH_ORCHESTRATOR_API_LEGS: needs at least one ${missing.join(" and one ")} leg`);
+  return legs as ApiLeg[];
+}
+
+const apiLegs = apiLegsOf(process.env.BENCH_ORCHESTRATOR_API_LEGS);
+
+interface ApiFigures {
+  /** Every leg of each kind, pooled. */
+  byKind: Record<ApiLeg, Latencies>;
+  /** One line per leg, in the order run. */
+  legs: string[];
+}
+
+/**
+ * (c). Every API leg is a fresh `capstan orchestrator` on `o`'s etcd (a process's -auth is fixed at
+ * start), with the same load; the etcd leg runs with no orchestrator up. Leaves `o.proc` running
+ * with `-auth token`, for (d).
+ */
+async function apiLatency(o: Orchestrator & { etcd: EtcdProcess }): Promise<ApiFigures> {
+  const byKind: Record<ApiLeg, Latencies[]> = { none: [], token: [], etcd: [] };
+  const legs: string[] = [];
+  const restart = async (auth: "none" | "token") => {
+    await o.proc.stop();
+    o.proc = await OrchestratorProcess.start({ storeUrl: `etcd://${o.etcd.endpoint}`, cluster: services.cluster, auth, nodeArgs: profileArgs });
+    o.token = auth === "token" ? adminToken : undefined;
+  };
+  for (const [n, leg] of apiLegs.entries()) {
+    let l: Latencies;
+    let who: string;
+    if (leg === "etcd") {
+      await o.proc.stop();
+      l = await etcdLoad(o.etcd.endpoint, `/bench/${run}/c${n}/`);
+      who = "bare etcd";
+    } else {
+      await restart(leg);
+      l = await apiLoad(o, `${run}-c${n}`);
+      who = `-auth ${leg}, pid ${o.proc.pid}`;
+    }
+    byKind[leg].push(l);
+    const perRequest = (s: number) => ((s * 1000) / apiRequests).toFixed(2);
+    const cpu =
+      leg === "etcd"
+        ? ""
+        : `, orchestrator CPU ${perRequest(l.orchestratorCpuS)} ms/request (system ${perRequest(l.orchestratorSystemCpuS)}), ${l.reconciles} reconciles`;
+    const line =
+      `leg ${n + 1} ${leg} (${who}): p50 ${percentile(l.all, 50).toFixed(1)} ms, p99 ${percentile(l.all, 99).toFixed(1)} ms ` +
+      `(POST ${percentile(l.post, 99).toFixed(1)}, GET ${percentile(l.get, 99).toFixed(1)}), ${(apiRequests / (l.wallMs / 1000)).toFixed(0)} req/s, ` +
+      `errors ${l.errors}${cpu}`;
+    console.log(`api ${line}`);
+    legs.push(line);
+  }
+  // (d) goes on from here with an orchestrator that asks for tokens.
+  if (parts.has("d") && apiLegs.at(-1) !== "token") await restart("token");
+  return { byKind: { none: pooled(byKind.none), token: pooled(byKind.token), etcd: pooled(byKind.etcd) }, legs };
+}
+
+/** One API leg: 16 groups to read from the start, a warm-up, the start-up sync done, the measured mix. */
+async function apiLoad(o: Orchestrator, tag: string): Promise<Latencies> {
   // Groups to read from the first request on; POSTed ones join the pool once answered.
   const names: string[] = [];
   for (let i = 0; i < apiConcurrency; i++) {
-    const name = `${run}-api-seed${i}`;
+    const name = `${tag}-seed${i}`;
     await post(o, groupSpec(name, 0));
     names.push(name);
   }
   const pick = (i: number) => names[(i * 7919) % names.length]!;
+  const create = (prefix: string) => async (i: number) => {
+    const name = `${prefix}${i}`;
+    const ok = (await call(o, "POST", "/api/podgroups", groupSpec(name, 0))).status === 202;
+    if (ok) names.push(name);
+    return ok;
+  };
+  const read = async (i: number) => (await call(o, "GET", `/api/podgroups?name=${pick(i)}`)).status === 200;
   // Warm-up: connections, and the JIT, which needs thousands of calls of each path (measured, same
   // mix: 1.47 ms of orchestrator CPU per request over the first 2,000, 0.79 over the next 2,000,
   // 0.43-0.53 from the 5,000th on), so the figures are the steady state of a server that has been
-  // up for a while. The etcd leg below is warmed the same way.
-  await mixedLoad(apiWarmup, async (i) => {
-    const name = `${run}-api-w${i}`;
-    const ok = (await api(o.proc.baseUrl, "POST", "/api/podgroups", groupSpec(name, 0))).status === 202;
-    if (ok) names.push(name);
-    return ok;
-  }, async (i) => (await api(o.proc.baseUrl, "GET", `/api/podgroups?name=${pick(i)}`)).status === 200);
-  const measured = await mixedLoad(
-    apiRequests,
-    async (i) => {
-      const name = `${run}-api-${i}`;
-      const ok = (await api(o.proc.baseUrl, "POST", "/api/podgroups", groupSpec(name, 0))).status === 202;
-      if (ok) names.push(name);
-      return ok;
-    },
-    async (i) => (await api(o.proc.baseUrl, "GET", `/api/podgroups?name=${pick(i)}`)).status === 200,
-    o.proc,
-  );
+  // up for a while. The etcd leg is warmed the same way.
+  await mixedLoad(apiWarmup, create(`${tag}-w`), read);
+  // A fresh process reconciles every stored group once at start-up: done before the measured run.
+  await until("the podgroup queue to drain", 120_000, async () => (await queueDepth(o)) === 0, scrapeEveryMs);
+  return mixedLoad(apiRequests, create(`${tag}-`), read, o);
+}
 
-  // The floor: the same mix as bare etcd operations, under keys of its own.
+/** The floor: the same mix as bare etcd operations (create-if-absent txn / get), under `prefix`. */
+async function etcdLoad(etcdEndpoint: string, prefix: string): Promise<Latencies> {
   const client = new Etcd3({ hosts: `http://${etcdEndpoint}` });
-  const prefix = `/bench/${run}/`;
   const value = JSON.stringify(groupSpec("x".repeat(40), 0));
   try {
     for (let i = 0; i < apiConcurrency; i++) await client.put(`${prefix}seed${i}`).value(value);
@@ -434,7 +554,7 @@ async function apiLatency(o: Orchestrator, etcdEndpoint: string): Promise<{ api:
     await mixedLoad(apiWarmup, (i) => create(-1 - i), read);
     const etcd = await mixedLoad(apiRequests, create, read);
     await client.delete().prefix(prefix);
-    return { api: measured, etcd };
+    return etcd;
   } finally {
     client.close();
   }
@@ -503,8 +623,10 @@ async function scaleFigures(o: Orchestrator & { etcd: EtcdProcess }, empty: { rs
   o.proc = await OrchestratorProcess.start({
     storeUrl: `etcd://${o.etcd.endpoint}`,
     cluster: services.cluster,
+    auth: "token",
     args: ["-refresh-interval", `${refreshIntervalS}s`],
   });
+  o.token = adminToken;
   const proc = o.proc;
   await until("start-up sync", 300_000, async () => (await reconciles(o)) >= storedGroups && (await queueDepth(o)) === 0, scrapeEveryMs);
   const startupSyncMs = performance.now() - t0;
@@ -657,27 +779,60 @@ async function main(): Promise<void> {
     }
 
     if (parts.has("c")) {
-      const c = await apiLatency(duo, duo.etcd.endpoint);
-      console.log(`api: p50 ${percentile(c.api.all, 50).toFixed(1)} ms, p99 ${percentile(c.api.all, 99).toFixed(1)} ms, errors ${c.api.errors}`);
+      const c = await apiLatency(duo);
+      const kinds = { api_noauth: c.byKind.none, api_auth: c.byKind.token } as const;
+      for (const [prefix, l] of Object.entries(kinds)) {
+        const legs = apiLegs.filter((k) => k === (prefix === "api_auth" ? "token" : "none")).length;
+        Object.assign(figures, {
+          [`${prefix}_p50_ms`]: percentile(l.all, 50),
+          [`${prefix}_p99_ms`]: percentile(l.all, 99),
+          [`${prefix}_post_p99_ms`]: percentile(l.post, 99),
+          [`${prefix}_get_p99_ms`]: percentile(l.get, 99),
+          [`${prefix}_requests_per_s`]: (legs * apiRequests) / (l.wallMs / 1000),
+          [`${prefix}_errors`]: l.errors,
+          // Where the time goes on a 2-core machine: CPU per request of the orchestrator (API, and the
+          // controller reconciling each new group) and of this load generator.
+          [`${prefix}_orchestrator_cpu_ms_per_request`]: (l.orchestratorCpuS * 1000) / (legs * apiRequests),
+          [`${prefix}_orchestrator_system_cpu_ms_per_request`]: (l.orchestratorSystemCpuS * 1000) / (legs * apiRequests),
+          [`${prefix}_client_cpu_ms_per_request`]: (l.clientCpuS * 1000) / (legs * apiRequests),
+        });
+      }
+      const etcd = c.byKind.etcd;
       Object.assign(figures, {
-        api_p50_ms: percentile(c.api.all, 50),
-        api_p99_ms: percentile(c.api.all, 99),
-        api_post_p99_ms: percentile(c.api.post, 99),
-        api_get_p99_ms: percentile(c.api.get, 99),
-        api_requests_per_s: apiRequests / (c.api.wallMs / 1000),
-        api_errors: c.api.errors,
-        // Where the time goes on a 2-core machine: CPU per request of the orchestrator (API, and the
-        // controller reconciling each new group) and of this load generator.
-        api_orchestrator_cpu_ms_per_request: (c.api.orchestratorCpuS * 1000) / apiRequests,
-        api_client_cpu_ms_per_request: (c.api.clientCpuS * 1000) / apiRequests,
-        etcd_p50_ms: percentile(c.etcd.all, 50),
-        etcd_p99_ms: percentile(c.etcd.all, 99),
-        etcd_write_p99_ms: percentile(c.etcd.post, 99),
-        etcd_read_p99_ms: percentile(c.etcd.get, 99),
+        etcd_p50_ms: percentile(etcd.all, 50),
+        etcd_p99_ms: percentile(etcd.all, 99),
+        etcd_write_p99_ms: percentile(etcd.post, 99),
+        etcd_read_p99_ms: percentile(etcd.get, 99),
       });
-      ratios.api_p99_over_etcd_p99 = percentile(c.api.all, 99) / percentile(c.etcd.all, 99);
-      targets.push({ name: "api_p99_ms", kind: "max", value: 25 });
-      notes.push(`(c) ${apiRequests} requests, 25% POST / 75% GET, ${apiConcurrency} at a time; etcd_* = the same mix as bare etcd ops`);
+      const p99 = (l: Latencies) => percentile(l.all, 99);
+      const auth = c.byKind.token;
+      const none = c.byKind.none;
+      Object.assign(ratios, {
+        api_auth_p99_over_api_noauth_p99: p99(auth) / p99(none),
+        api_auth_post_p99_over_api_noauth_post_p99: percentile(auth.post, 99) / percentile(none.post, 99),
+        api_auth_p99_over_etcd_p99: p99(auth) / p99(etcd),
+        api_noauth_p99_over_etcd_p99: p99(none) / p99(etcd),
+      });
+      const cTargets: Target[] = [
+        { name: "api_auth_p99_over_api_noauth_p99", kind: "max", value: 1.1 },
+        { name: "api_auth_p99_over_etcd_p99", kind: "max", value: 1.3 },
+      ];
+      targets.push(...cTargets);
+      console.log(
+        `api: auth on p99 ${p99(auth).toFixed(1)} ms (POST ${percentile(auth.post, 99).toFixed(1)}), ` +
+          `auth off p99 ${p99(none).toFixed(1)} ms (POST ${percentile(none.post, 99).toFixed(1)}), ` +
+          `bare etcd p99 ${p99(etcd).toFixed(1)} ms; auth / no-auth ${(p99(auth) / p99(none)).toFixed(3)}, auth / etcd ${(p99(auth) / p99(etcd)).toFixed(3)}`,
+      );
+      notes.push(
+        `(c) ${apiRequests} requests per leg, 25% POST / 75% GET, ${apiConcurrency} at a time, after ${apiWarmup} of warm-up; legs ${apiLegs.join(", ")}: ` +
+          "api_noauth_* = `-auth none`, api_auth_* = `-auth token` with an admin token on every request (each a fresh orchestrator on the same etcd), " +
+          "etcd_* = the same mix as bare etcd ops with no orchestrator up; figures pool the legs of a kind",
+        ...c.legs.map((l) => `(c) ${l}`),
+        ...cTargets.map((t) => {
+          const v = ratios[t.name]!;
+          return `(c) ${t.name} = ${v.toFixed(3)}, target <= ${t.value}: ${v <= t.value ? "MET" : "MISSED"}`;
+        }),
+      );
     }
 
     if (parts.has("d")) {

@@ -195,7 +195,7 @@ async function main(): Promise<void> {
     const secretsBase = service.baseUrl;
     const adminHeaders = { "access-token": admin };
     const { keys } = (await json(secretsBase, "POST", "/v2/sys/init", { shares: 3, threshold: 2 }, adminHeaders)) as { keys: string[] };
-    for (const key of keys.slice(0, 2)) await json(secretsBase, "POST", "/v2/sys/unseal", { key });
+    for (const key of keys.slice(0, 2)) await json(secretsBase, "POST", "/v2/sys/unseal", { key }, adminHeaders);
 
     await json(consoleProc.baseUrl, "POST", "/api/v1/apps", { appname: "bench", maintainers: ["bench@example.com"] }, adminHeaders);
     const { token } = (await json(consoleProc.baseUrl, "POST", "/api/v1/tokens", { user: "bench@example.com" }, adminHeaders)) as { token: string };

@@ -70,6 +70,11 @@ export class ConsoleClient {
   }
 
   /** Every token (admin), oldest first. */
+  /** Revoke a token by its id; ApiError 404 when there is none, 409 for the last admin token. */
+  async revokeToken(id: string): Promise<void> {
+    await this.http.request("DELETE", `/api/v1/tokens/${encodeURIComponent(id)}`);
+  }
+
   async listTokens(): Promise<TokenInfo[]> {
     const body = await this.http.request("GET", "/api/v1/tokens");
     if (!Array.isArray(body)) throw new ApiError(200, "BadAnswer", "GET /api/v1/tokens did not answer a list");

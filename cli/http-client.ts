@@ -114,6 +114,9 @@ export class HttpClient {
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: AbortSignal.timeout(this.requestTimeoutMs),
         dispatcher: dispatcherFor(this.ca),
+        // A redirect would carry the access-token header to wherever Location points (undici
+        // strips only Authorization and cookies): a Capstan API never redirects, so refuse.
+        redirect: "error",
       });
       text = await res.text();
     } catch (e) {

@@ -30,6 +30,13 @@ export function callerOf(request: Request): Principal | undefined {
 
 const writes = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 
+/** Query values as logged: a token sent by mistake in the query is not written down. */
+function redacted(query: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(query)) out[k] = /cst_[0-9a-f]{12}_/.test(v) || /token/i.test(k) ? "<redacted>" : v;
+  return out;
+}
+
 /**
  * Middleware: the `audit` line of every authenticated write, and of any other request a handler
  * named an object for (a GET that writes a refresh request). Audit lines are written at info level
@@ -45,7 +52,7 @@ export function auditWrites(log: Logger): MiddlewareHandler {
     if (who === undefined) return;
     const status = c.res.status;
     const outcome = status < 400 ? "allowed" : status === 403 ? "denied" : "failed";
-    const query = c.req.query();
+    const query = redacted(c.req.query());
     audit.info(
       {
         tokenId: who.tokenId,

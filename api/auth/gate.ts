@@ -6,7 +6,7 @@
 // With authentication off (`-auth none`, allowed on loopback listeners only) every caller is the
 // anonymous admin; the listener check is the process's (cli/auth-options.ts).
 import type { Context } from "hono";
-import { unauthorized } from "../http/index.ts";
+import { forbidden, unauthorized } from "../http/index.ts";
 import { remember } from "./audit.ts";
 import { anonymousAdmin, type Principal } from "./principal.ts";
 import type { TokenVerifier } from "./verifier.ts";
@@ -43,11 +43,25 @@ export function tokenGate(verifier: TokenVerifier): Gate {
   };
 }
 
-/** `-auth none`: everyone is the anonymous admin. Only for loopback listeners. */
+/**
+ * `-auth none`: everyone is the anonymous admin. Only for loopback listeners, and only for requests
+ * addressed to a loopback name: a web page a local browser loaded from elsewhere can reach
+ * 127.0.0.1 by DNS rebinding, but its requests then carry its own host name (403).
+ */
 export const openGate: Gate = {
   mode: "none",
   async authenticate(c) {
+    const host = c.req.header("host");
+    if (host !== undefined && !loopbackHostHeader(host)) {
+      throw forbidden(`-auth none answers requests for a loopback address only, not for host ${JSON.stringify(host.slice(0, 100))}`, "a loopback Host header");
+    }
     remember(c.req.raw, anonymousAdmin);
     return anonymousAdmin;
   },
 };
+
+/** "localhost:9000", "127.0.0.1", "[::1]:9000": a Host header that names this machine's loopback. */
+export function loopbackHostHeader(host: string): boolean {
+  const name = host.trim().toLowerCase().replace(/:\d+$/, "");
+  return name === "localhost" || name === "[::1]" || /^127(\.\d{1,3}){3}$/.test(name);
+}

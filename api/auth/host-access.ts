@@ -3,11 +3,17 @@
 // the host, and whether this caller may use them.
 //
 //   field                              non-admin                               admin
-//   containers[].systemVolumes          only under -allowed-host-paths          any path
-//     (host bind mounts)
+//   containers[].systemVolumes          exactly <allowed>/<namespace>, for an   any path
+//     (host bind mounts)                allowed path of -allowed-host-paths
 //   ... naming an engine socket (Docker  never                                   never
-//     or containerd) or a directory
-//     that holds one
+//     or containerd), a directory that
+//     holds one, or anything in /proc
+//     (/proc/1/root is the host's /)
+//
+// Why exactly <allowed>/<namespace> and nothing below it: the engine follows symlinks in a bind's
+// source. A container that may write below an allowed directory can plant `x -> /` there, and a
+// second bind of `<allowed>/<ns>/x` would mount the host's root. The app's own directory itself
+// cannot be replaced from inside it, and one app never sees another's.
 //   pod.network                         absent, "", none, bridge, default       any
 //     (host, container:<id>, named networks reach the host or other tenants)
 //   containers[].logConfig.type         absent, json-file, local, none          any
@@ -28,15 +34,21 @@ export interface HostAccessPolicy {
 }
 
 /**
- * The sockets refused on every node, whatever -cluster says: Docker's, and containerd's under it
- * (either one starts a root container on the host).
+ * The sockets refused on every node, whatever -cluster says: Docker's, and containerd's (the
+ * system one, and the one dockerd runs under /run/docker); either starts a root container on the
+ * host.
  */
 export const defaultDockerSockets = [
   "/var/run/docker.sock",
   "/run/docker.sock",
   "/var/run/containerd/containerd.sock",
   "/run/containerd/containerd.sock",
+  "/var/run/docker/containerd/containerd.sock",
+  "/run/docker/containerd/containerd.sock",
 ] as const;
+
+/** Host trees no one mounts: /proc/<pid>/root reaches the host's root and its sockets. */
+const neverTrees = ["/proc"];
 
 export function hostAccessPolicy(allowedHostPaths: readonly string[] = [], extraSockets: readonly string[] = []): HostAccessPolicy {
   return {
@@ -61,6 +73,8 @@ const openNetworks = new Set(["", "none", "bridge", "default"]);
 const openLogDrivers = new Set(["json-file", "local", "none"]);
 
 interface PodShape {
+  /** The app the pod belongs to: a non-admin's binds are <allowed>/<namespace>. */
+  namespace: string;
   network?: string | undefined;
   containers: { systemVolumes?: string[] | undefined; logConfig?: { type: string } | undefined }[];
 }
@@ -81,10 +95,16 @@ export function hostAccessOf(pod: PodShape, policy: HostAccessPolicy, prefix = "
       const path = `${prefix}containers[${i}].systemVolumes[${j}]`;
       const host = normaliseHostPath(bind.slice(0, bind.indexOf(":")));
       const socket = policy.dockerSockets.find((s) => isUnder(s, host));
+      const tree = neverTrees.find((t) => isUnder(host, t));
       if (socket !== undefined) {
         out.push({ path, message: `${host} ${host === socket ? "is" : "holds"} the engine socket ${socket}, which is never mountable`, never: true });
-      } else if (!policy.allowedHostPaths.some((allowed) => isUnder(host, allowed))) {
-        const allowed = policy.allowedHostPaths.length > 0 ? `outside the allowed host paths (${policy.allowedHostPaths.join(", ")})` : "a host path, and no host path is allowed (-allowed-host-paths)";
+      } else if (tree !== undefined) {
+        out.push({ path, message: `${host} is in ${tree}, which is never mountable (${tree}/1/root is the host's root)`, never: true });
+      } else if (!policy.allowedHostPaths.some((allowed) => host === `${allowed}/${pod.namespace}`)) {
+        const allowed =
+          policy.allowedHostPaths.length > 0
+            ? `not one of the host paths app ${pod.namespace} may mount (${policy.allowedHostPaths.map((a) => `${a}/${pod.namespace}`).join(", ")})`
+            : "a host path, and no host path is allowed (-allowed-host-paths)";
         out.push({ path, message: `${host} is ${allowed}`, never: false });
       }
     });

@@ -13,7 +13,7 @@ export {
   type HostAccessFinding,
   type HostAccessPolicy,
 } from "./host-access.ts";
-export { anonymousAdmin, describe, may, requireAdmin, requireApp, requireOwnName, seesAllApps, type AppAction, type Principal, type PrincipalRole } from "./principal.ts";
+export { anonymousAdmin, describe, may, requireAdmin, requireApp, requireOwnDependencies, requireOwnName, seesAllApps, type AppAction, type Principal, type PrincipalRole } from "./principal.ts";
 export { badTokenMessage, TokenVerifier, type TokenVerifierOptions } from "./verifier.ts";
 
 import type { Gate } from "./gate.ts";

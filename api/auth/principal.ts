@@ -65,6 +65,19 @@ export function describe(p: Principal): string {
   return `${p.user} (role ${p.role})`;
 }
 
+/**
+ * A non-admin's pod may list only its own app's dependencies (named `<namespace>` or
+ * `<namespace>.<name>`, as requireOwnName makes them): the dependency pod runs with its owner's
+ * spec, host access included, next to the caller's instances, and a reference keeps the owner from
+ * deleting it. Shared dependencies of other apps are an admin's to wire up.
+ */
+export function requireOwnDependencies(p: Principal, namespace: string, dependencies: readonly { podName: string }[] | undefined, prefix: string): void {
+  if (p.role === "admin") return;
+  const foreign = (dependencies ?? []).flatMap((d, i) => (d.podName === namespace || d.podName.startsWith(`${namespace}.`) ? [] : [{ path: `${prefix}dependencies[${i}].podName`, message: `${d.podName} is not a dependency of app ${namespace}` }]));
+  if (foreign.length === 0) return;
+  throw forbidden(`${foreign[0]!.path}: ${foreign[0]!.message}; only an admin may list another app's dependency`, "admin (another app's dependency)", foreign);
+}
+
 /** The caller when authentication is off: an admin with no token (loopback listeners only). */
 export const anonymousAdmin: Principal = Object.freeze({ tokenId: "-", user: "anonymous", role: "admin", apps: new Set<string>() });
 

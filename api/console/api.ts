@@ -22,7 +22,7 @@ import { z } from "zod";
 import type { Store } from "../../adapters/store/store.ts";
 import { silentLogger, type Logger } from "../../runtime/log.ts";
 import { badRequest, notAllowed, notFound, parseWith, readJsonBody, unavailable } from "../http/index.ts";
-import { requireAdmin, seesAllApps, type Gate, type Principal } from "../auth/index.ts";
+import { auditObject, requireAdmin, seesAllApps, type Gate, type Principal } from "../auth/index.ts";
 import { systemWallClock, type WallClock } from "./clock.ts";
 import { parseLifetime } from "./duration.ts";
 import { authErrorHandler, authNotFoundHandler, forbidden } from "./errors.ts";
@@ -118,6 +118,7 @@ export function createConsoleApi(opts: ConsoleApiOptions): Hono {
   app.post("/api/v1/apps", async (c) => {
     await admin(c);
     const body = await readJsonBody(c, CreateAppBody, "app");
+    auditObject(c.req.raw, `app/${body.appname}`);
     const record: AppRecord = { appname: body.appname, maintainers: body.maintainers, createdAt: nowIso() };
     const key = appKey(body.appname);
     const result = await store.put(key, JSON.stringify(record), { expect: [{ key, target: "createRevision", equals: 0 }] });
@@ -171,6 +172,12 @@ export function createConsoleApi(opts: ConsoleApiOptions): Hono {
     await admin(c);
     const body = await readJsonBody(c, CreateTokenBody, "token request");
     const fresh = generateToken();
+    auditObject(c.req.raw, `token/${fresh.id} (user ${body.user}, role ${body.role}${body.apps ? `, apps ${body.apps.join(",")}` : ""})`);
+    // A grant names registered apps only: one on a name nobody holds would read whatever app is
+    // registered under it later.
+    const unknown = [];
+    for (const [i, name] of (body.apps ?? []).entries()) if ((await store.get(appKey(name))) === null) unknown.push({ path: `apps[${i}]`, message: `app ${name} is not registered` });
+    if (unknown.length > 0) throw badRequest(`invalid token request: ${unknown.map((d) => `${d.path}: ${d.message}`).join("; ")}`, unknown);
     const createdAt = clock.now();
     const record: TokenRecord = {
       id: fresh.id,

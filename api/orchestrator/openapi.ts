@@ -72,18 +72,14 @@ function pick<K extends keyof typeof errors>(...codes: K[]) {
 }
 
 /**
- * Every operation but this document needs a token (docs/security.md): the two ways to send it, and
- * the 401 and 403 answers, added to each operation.
+ * Every operation needs a token (docs/security.md): the two ways to send it, and the 401 and 403
+ * answers, added to each operation.
  */
 function withSecurity(doc: JsonObject): JsonObject {
   const paths = doc.paths as Record<string, Record<string, JsonObject>>;
   const problem = { type: "object", required: ["code", "message"], properties: { code: { type: "string" }, message: { type: "string" }, missing: { type: "string" } } };
   for (const methods of Object.values(paths)) {
     for (const op of Object.values(methods)) {
-      if (op.operationId === "openApiDocument") {
-        op.security = [];
-        continue;
-      }
       op.responses = {
         ...(op.responses as JsonObject),
         "401": { description: "No token, or a malformed, unknown, expired or revoked one (WWW-Authenticate: Bearer); nothing was stored", content: json(problem) },

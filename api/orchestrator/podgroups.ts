@@ -23,7 +23,7 @@ import { Hono, type Context } from "hono";
 import { parsePlacementFilter, type PlacementFilter } from "../../adapters/cluster/index.ts";
 import type { Store } from "../../adapters/store/store.ts";
 import type { Informer } from "../../runtime/informer.ts";
-import { auditObject, may, requireApp, requireHostAccess, requireOwnName, seesAllApps, type ApiAccess, type Principal } from "../auth/index.ts";
+import { auditObject, may, requireApp, requireHostAccess, requireOwnDependencies, requireOwnName, seesAllApps, type ApiAccess, type Principal } from "../auth/index.ts";
 import { silentLogger, type Logger } from "../../runtime/log.ts";
 import { accepted, errorHandler, invalid, notAllowed, notFound, notFoundHandler, parseQuery, readJsonBody } from "../http/index.ts";
 import type { NodeRecord } from "../resources/node.ts";
@@ -65,7 +65,10 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
     if (!verdict.ok) throw notAllowed("InsufficientResources", `cannot ${what} podgroup ${after.name}: ${verdict.message}`);
   };
 
-  app.get("/api/openapi.json", (c) => c.json(openApiDocument()));
+  app.get("/api/openapi.json", async (c) => {
+    await gate.authenticate(c);
+    return c.json(openApiDocument());
+  });
 
   app.get("/api/podgroups/_all", async (c) => {
     const who = await gate.authenticate(c);
@@ -172,6 +175,7 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
     requireApp(who, "write", namespace);
     requireApp(who, "write", pod.namespace);
     requireOwnName(who, "podgroup", name, namespace);
+    requireOwnDependencies(who, namespace, pod.dependencies, prefix);
     requireHostAccess(who, pod, hostAccess, prefix);
     requireSecretsOwnApp(name, namespace, pod, prefix);
   };

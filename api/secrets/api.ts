@@ -4,7 +4,7 @@
 //   GET    /v2/secrets?app=[&proc=][&path=]                                  200 [{path, content, owner, group, mode, proc}]
 //   DELETE /v2/secrets?app=&proc=&path=                                      200 {app, proc, path, deleted}
 //   POST   /v2/sys/init    {shares, threshold}   (admin token)               200 {keys, rootToken, shares, threshold} | 409
-//   POST   /v2/sys/unseal  {key}                                             200 {sealed, progress, threshold} | 400 | 409
+//   POST   /v2/sys/unseal  {key}                 (any valid token)           200 {sealed, progress, threshold} | 400 | 409
 //   POST   /v2/sys/seal    access-token: <root token>                        200 {sealed: true} | 401 | 409
 //   GET    /v2/sys/status                                                    200 {initialized, sealed, progress, threshold, shares}
 //
@@ -138,7 +138,10 @@ export function createSecretsService(opts: SecretsServiceOptions): SecretsServic
     return c.json({ keys, rootToken, shares: body.shares, threshold: body.threshold });
   });
 
+  // The key share is the credential that unseals; a valid token is asked too, so an anonymous
+  // caller cannot post junk shares that reset the operators' progress.
   app.post("/v2/sys/unseal", async (c) => {
+    await opts.gate.authenticate(c);
     const body = await readJsonBody(c, UnsealBody, "unseal request");
     return c.json(await vault.unseal(body.key));
   });

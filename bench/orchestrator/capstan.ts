@@ -2,6 +2,8 @@
 // child process (so its RSS and CPU are its own, read from /proc), talked to over HTTP only. The
 // benchmark watches the status key in the store to see convergence the moment the controller
 // writes it, which is what a client's GET would answer next.
+import { tokenHeader } from "../../api/auth/index.ts";
+import { ensureAdminToken, generateToken } from "../../api/console/index.ts";
 import { keys } from "../../api/resources/keys.ts";
 import type { PodGroupStatus } from "../../api/resources/podgroup.ts";
 import type { Store } from "../../adapters/store/store.ts";
@@ -15,6 +17,11 @@ export interface OrchestratorOptions {
   args?: string[];
   /** Options for node itself, e.g. ["--cpu-prof", "--cpu-prof-dir=/tmp/prof"]. */
   nodeArgs?: string[];
+  /**
+   * -auth (default "token", the process's own default): every API call then needs a console access
+   * token registered in the store (see registerAdminToken); "none" is allowed on 127.0.0.1 only.
+   */
+  auth?: "token" | "none";
   readyTimeoutMs?: number;
 }
 
@@ -23,7 +30,8 @@ export type OrchestratorProcess = CapstanProcess;
 export const OrchestratorProcess = {
   /** `capstan orchestrator -web <free port> -store -cluster ...args`, once /readyz answers. */
   start(options: OrchestratorOptions): Promise<CapstanProcess> {
-    return CapstanProcess.start("orchestrator", ["-store", options.storeUrl, "-cluster", options.cluster, ...(options.args ?? [])], options);
+    const args = ["-store", options.storeUrl, "-cluster", options.cluster, "-auth", options.auth ?? "token", ...(options.args ?? [])];
+    return CapstanProcess.start("orchestrator", args, options);
   },
 };
 
@@ -32,11 +40,22 @@ export interface ApiAnswer {
   body: unknown;
 }
 
+export interface ApiCallOptions {
+  /** Sent as `access-token: <token>` (the API's own header); none with `-auth none`. */
+  token?: string | undefined;
+  timeoutMs?: number;
+}
+
 /** One API request with a timeout; the body parsed as JSON when there is one. */
-export async function api(baseUrl: string, method: string, path: string, body?: unknown, timeoutMs = 10_000): Promise<ApiAnswer> {
+export async function api(baseUrl: string, method: string, path: string, body?: unknown, options: ApiCallOptions = {}): Promise<ApiAnswer> {
+  const { token, timeoutMs = 10_000 } = options;
+  const headers: Record<string, string> = {};
+  if (token !== undefined) headers[tokenHeader] = token;
+  if (body !== undefined) headers["content-type"] = "application/json";
   const res = await httpCall(`${baseUrl}${path}`, method, {
     timeoutMs,
-    ...(body !== undefined && { headers: { "content-type": "application/json" }, body: JSON.stringify(body) }),
+    headers,
+    ...(body !== undefined && { body: JSON.stringify(body) }),
   });
   try {
     return { status: res.status, body: res.text === "" ? undefined : (JSON.parse(res.text) as unknown) };
@@ -87,4 +106,14 @@ export async function untilStatus(
 /** Every pod of the status is running and there are exactly `instances` of them. */
 export function allRunning(instances: number): (s: PodGroupStatus | null) => boolean {
   return (s) => s !== null && s.pods.length === instances && s.pods.every((p) => p.state === "running");
+}
+
+/**
+ * A fresh admin token, registered in `store` as the console would register CAPSTAN_ADMIN_TOKEN
+ * (only its hash is stored). `capstan orchestrator` creates none itself; the bench plays the
+ * console's part before the orchestrator starts.
+ */
+export async function registerAdminToken(store: Store, token = generateToken().token): Promise<string> {
+  await ensureAdminToken({ store, envToken: token });
+  return token;
 }

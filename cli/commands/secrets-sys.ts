@@ -1,7 +1,7 @@
 // `capstan secrets init|unseal|seal|status [CLUSTER]`: the secrets service's seal life cycle
 // (issue 5). The service is found by -secrets URL, else the CLUSTER's saved secrets URL, else the
 // current cluster's, else http://127.0.0.1:9001. Requests carry the access token (-token,
-// CAPSTAN_TOKEN, else the token of that cluster; seal's -token is the root token instead) and
+// CAPSTAN_TOKEN, else the token of that cluster; seal sends the root token, -root-token) and
 // verify HTTPS with -ca, CAPSTAN_CA, the cluster's `ca:` or the top-level one (client-config.ts).
 //
 // init prints the unseal key shares and the root token ONCE (the service keeps neither); unseal
@@ -29,7 +29,8 @@ const defs: Record<"init" | "unseal" | "seal" | "status", OptionDef[]> = {
     ...common,
   ],
   unseal: [{ name: "key", type: "string", help: "one unseal key share (else read from standard input)" }, accessToken, ...common],
-  seal: [{ name: "token", type: "string", help: "the root token (else read from standard input)" }, ...common],
+  // Not -token: that name (and CAPSTAN_TOKEN) is an access token everywhere else.
+  seal: [{ name: "root-token", type: "string", help: "the root token (else read from standard input)" }, ...common],
   status: [accessToken, ...common],
 };
 const summaries = {
@@ -80,8 +81,8 @@ export async function run(verb: keyof typeof defs, argv: string[], home = homedi
         return 0;
       }
       case "seal": {
-        const rootToken = (o.token as string | undefined) ?? (await readSecretInput("root token: "));
-        if (rootToken === "") throw new UsageError("the root token is empty: give -token or type it on standard input");
+        const rootToken = (o["root-token"] as string | undefined) ?? (await readSecretInput("root token: "));
+        if (rootToken === "") throw new UsageError("the root token is empty: give -root-token or type it on standard input");
         await new SecretsClient({ server: client.server, token: rootToken, ca, requestTimeoutMs: o["request-timeout"] as number }).seal();
         process.stdout.write("sealed\n");
         return 0;

@@ -1,7 +1,8 @@
 // `capstan tokens create <cluster> -user e@x [-role user|viewer|sync|admin] [-apps a,b]
 // [-expires-in 30d]`: have the console create an access token (admin token). The token is printed
 // once; only its hash is kept. `capstan tokens list [<cluster>]`: the tokens, never the tokens
-// themselves (admin token).
+// themselves (admin token). `capstan tokens revoke <cluster> ID`: delete one; every process stops
+// accepting it within about 2 s (docs/security.md).
 import { clusterClients, clusterCommandOptionDefs, currentCluster, positionals } from "../cluster-options.ts";
 import { tokenRoles, type TokenRole } from "../console-client.ts";
 import { reportFailure } from "../failure.ts";
@@ -21,12 +22,14 @@ const createDefs: OptionDef[] = [
   ...clusterCommandOptionDefs,
 ];
 const listDefs: OptionDef[] = [...clusterCommandOptionDefs];
+const revokeDefs: OptionDef[] = [...clusterCommandOptionDefs];
 
 const top = `usage: capstan tokens create CLUSTER -user E-MAIL [-role user|viewer|sync|admin] [-apps APP,...] [-expires-in 30d]
        capstan tokens list [CLUSTER]
+       capstan tokens revoke CLUSTER ID
 
-Creates access tokens with the console and lists them. Needs an admin token. A new token is shown
-once. (capstan tokens create -h, capstan tokens list -h for the options)
+Creates access tokens with the console, lists and revokes them. Needs an admin token. A new token
+is shown once. (capstan tokens create -h, list -h, revoke -h for the options)
 `;
 
 export async function run(argv: string[]): Promise<number> {
@@ -37,7 +40,8 @@ export async function run(argv: string[]): Promise<number> {
   }
   if (verb === "create") return create(rest);
   if (verb === "list" || verb === "ls") return list(rest);
-  throw new UsageError(`unknown sub-command "${verb}": use create or list`);
+  if (verb === "revoke" || verb === "rm") return revoke(rest);
+  throw new UsageError(`unknown sub-command "${verb}": use create, list or revoke`);
 }
 
 async function create(argv: string[]): Promise<number> {
@@ -90,6 +94,22 @@ async function list(argv: string[]): Promise<number> {
     return 0;
   } catch (e) {
     return reportFailure("tokens list", e);
+  }
+}
+
+async function revoke(argv: string[]): Promise<number> {
+  const args = parseArgs(argv, revokeDefs);
+  if (args.help) {
+    process.stdout.write(usage("tokens revoke", "Revokes the token with this id (capstan tokens list shows the ids).", revokeDefs, "CLUSTER ID"));
+    return 0;
+  }
+  const [cluster, id] = positionals(args.positionals, ["CLUSTER", "ID"], "capstan tokens revoke prod 0123456789ab");
+  try {
+    await clusterClients(cluster!, args.options).console.revokeToken(id!);
+    process.stdout.write(`token ${id} revoked\n`);
+    return 0;
+  } catch (e) {
+    return reportFailure("tokens revoke", e);
   }
 }
 

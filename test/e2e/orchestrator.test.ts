@@ -3,6 +3,7 @@
 // scale up and down, a rolling update, delete, a group that fails, bad input, and SIGTERM. Every
 // step is checked against the containers Docker actually has, not only against what the API says.
 import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { request as httpRequest } from "node:http";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -192,6 +193,22 @@ describe("capstan orchestrator with the client commands", () => {
     expect(containers[0]!.status).toMatch(/Exited \(3\)/);
     expect((await capstan(["delete", "podgroup", failing, "-wait", "-timeout", "60s"])).code).toBe(0);
     expect(await containersOf(failing)).toEqual([]);
+  });
+
+  it("-auth none answers requests for a loopback Host only (a DNS-rebound page gets 403)", async () => {
+    const get = (host: string) =>
+      new Promise<number>((resolve, reject) => {
+        const req = httpRequest(`${server}/api/nodes`, { headers: { host } }, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        req.on("error", reject);
+        req.setTimeout(5_000, () => req.destroy(new Error("timeout")));
+        req.end();
+      });
+    expect(await get(new URL(server).host)).toBe(200);
+    expect(await get("localhost")).toBe(200);
+    expect(await get("rebind.example.com:80")).toBe(403);
   });
 
   it("reports bad input with its line, and the server's errors with its message, exiting non-zero", async () => {

@@ -134,11 +134,27 @@ describe("capstan console and capstan secrets as separate processes", () => {
   });
 
   it("seal needs the root token, and seals", async () => {
-    const wrong = await capstan(["secrets", "seal", "bob", "-token", bobToken]);
+    const wrong = await capstan(["secrets", "seal", "bob", "-root-token", bobToken]);
     expect(wrong.code).toBe(1);
     expect(wrong.stderr).toMatch(/^capstan secrets seal: Unauthorized: /);
     expect(await capstan(["secrets", "seal", "bob"], `${rootToken}\n`)).toMatchObject({ code: 0, stdout: "sealed\n" });
     expect(JSON.parse((await capstan(["secrets", "status", "bob"])).stdout)).toMatchObject({ initialized: true, sealed: true });
+  });
+
+  it("tokens revoke ends bob's token in the other process (the secrets service) within 5 s", async () => {
+    const id = bobToken.slice(4, 16);
+    expect(await capstan(["tokens", "revoke", "admin", id])).toMatchObject({ code: 0, stdout: `token ${id} revoked\n` });
+    // The service is sealed now (previous test): a valid token gets 503, a revoked one 401, since
+    // the token is checked first.
+    const deadline = Date.now() + 5_000;
+    let last = "";
+    while (Date.now() < deadline) {
+      last = (await capstan(["secret", "view", "bob", proc])).stderr;
+      if (/Unauthorized/.test(last)) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(last).toMatch(/^capstan secret view: Unauthorized: /);
+    expect(Date.now()).toBeLessThan(deadline);
   });
 
   it("both stop with exit 0 on SIGTERM; neither logged the secret", async () => {

@@ -423,10 +423,12 @@ describe("OpenAPI document", () => {
       ].sort(),
     );
     const pg = doc.paths["/api/podgroups"]!;
-    expect(Object.keys(pg.get!.responses).sort()).toEqual(["200", "400", "404", "500", "503"]);
-    expect(Object.keys(pg.post!.responses).sort()).toEqual(["202", "400", "409", "500", "503"]);
-    expect(Object.keys(pg.delete!.responses).sort()).toEqual(["202", "400", "404", "500", "503"]);
-    expect(Object.keys(pg.patch!.responses).sort()).toEqual(["202", "400", "404", "409", "500", "503"]);
+    expect(Object.keys(pg.get!.responses).sort()).toEqual(["200", "400", "401", "403", "404", "500", "503"]);
+    expect(Object.keys(pg.post!.responses).sort()).toEqual(["202", "400", "401", "403", "409", "500", "503"]);
+    expect(Object.keys(pg.delete!.responses).sort()).toEqual(["202", "400", "401", "403", "404", "500", "503"]);
+    expect(Object.keys(pg.patch!.responses).sort()).toEqual(["202", "400", "401", "403", "404", "409", "500", "503"]);
+    // Every operation needs a token, in either header.
+    expect(Object.keys((doc as unknown as { components: { securitySchemes: object } }).components.securitySchemes).sort()).toEqual(["accessToken", "bearer"]);
     expect(pg.get!.parameters?.map((p) => [p.name, p.required])).toEqual([["name", true], ["force_update", false]]);
     expect(pg.patch!.parameters?.map((p) => p.name)).toEqual(["name", "cmd", "num_instances", "restart_policy"]);
     expect(pg.post!.requestBody).toMatchObject({ required: true, content: { "application/json": { schema: { $ref: "#/components/schemas/PodGroupSpec" } } } });

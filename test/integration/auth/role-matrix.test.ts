@@ -262,7 +262,7 @@ describe("audit", () => {
 });
 
 describe("host access", () => {
-  it("a maintainer's bind outside -allowed-host-paths is refused naming the field; inside, it is mounted", async () => {
+  it("a maintainer's bind other than <allowed>/<app> is refused naming the field; that one is mounted", async () => {
     const before = await snapshot([pg(`${appA}.host`)]);
     const outside = await call("POST", "/api/podgroups", "maintainerA", group(`${appA}.host`, appA, { containers: [{ image: services.testImage, systemVolumes: ["/etc:/host-etc:ro"] }] }));
     expect(outside.status).toBe(403);
@@ -272,7 +272,14 @@ describe("host access", () => {
     expect(network.body.message).toContain("pod.network");
     expect(await snapshot([pg(`${appA}.host`)])).toBe(before);
 
-    const inside = { ...group(`${appA}.host`, appA), numInstances: 1, pod: { ...pod(appA, { systemVolumes: [`${allowedDir}/logs:/logs`] }) } };
+    // Below the app's own directory is refused too: a symlink planted there would be followed.
+    const below = await call("POST", "/api/podgroups", "maintainerA", group(`${appA}.host`, appA, { containers: [{ image: services.testImage, systemVolumes: [`${allowedDir}/${appA}/x:/x`] }] }));
+    expect(below.status).toBe(403);
+    const others = await call("POST", "/api/podgroups", "maintainerB", group(`${appB}.host`, appB, { containers: [{ image: services.testImage, systemVolumes: [`${allowedDir}/${appA}:/x`] }] }));
+    expect(others.status).toBe(403);
+    expect(await snapshot([pg(`${appA}.host`), pg(`${appB}.host`)])).toBe(before);
+
+    const inside = { ...group(`${appA}.host`, appA), numInstances: 1, pod: { ...pod(appA, { systemVolumes: [`${allowedDir}/${appA}:/logs`] }) } };
     expect((await call("POST", "/api/podgroups", "maintainerA", inside)).status).toBe(202);
     const cluster = DockerCluster.fromSpec(services.cluster);
     {
@@ -285,7 +292,7 @@ describe("host access", () => {
         30_000,
         200,
       );
-      expect(binds).toContain(`${allowedDir}/logs:/logs`);
+      expect(binds).toContain(`${allowedDir}/${appA}:/logs`);
     }
     expect((await call("DELETE", `/api/podgroups?name=${appA}.host`, "maintainerA")).status).toBe(202);
   });
@@ -329,5 +336,18 @@ describe("revocation", () => {
     const revokedAt = Date.now();
     await pollUntil("the revoked token to be refused by the other process", async () => (await get()).status === 401, 5_000, 50);
     expect(Date.now() - revokedAt).toBeLessThan(5_000);
+  });
+});
+
+describe("other apps' objects", () => {
+  it("a maintainer of B may not list A's dependency in a group; a viewer grant names registered apps only", async () => {
+    const before = await snapshot([pg(`${appB}.deps`)]);
+    const refused = await call("POST", "/api/podgroups", "maintainerB", { ...group(`${appB}.deps`, appB), pod: { ...pod(appB), dependencies: [{ podName: `${appA}.dep`, policy: "node" }] } });
+    expect(refused.status).toBe(403);
+    expect(refused.body.message).toContain("pod.dependencies[0].podName");
+    expect(await snapshot([pg(`${appB}.deps`)])).toBe(before);
+    const grant = await call("POST", "/api/v1/tokens", "admin", { user: carol, role: "viewer", apps: [appA, `${run}nosuchapp`] });
+    expect(grant.status).toBe(400);
+    expect(grant.body.message).toContain("apps[1]");
   });
 });

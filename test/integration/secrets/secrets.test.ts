@@ -85,7 +85,9 @@ afterAll(async () => {
 describe("seal", () => {
   it("is uninitialized and sealed on an empty store", async () => {
     expect((await api("GET", "/v2/sys/status")).body).toEqual({ initialized: false, sealed: true, progress: 0, threshold: 0, shares: 0 });
-    expect((await api("POST", "/v2/sys/unseal", { body: { key: "AAAA" } })).status).toBe(409);
+    expect((await api("POST", "/v2/sys/unseal", { body: { key: "AAAA" }, token: tokens.alice })).status).toBe(409);
+    // Unsealing needs a valid token (any role): no anonymous junk shares can reset the progress.
+    expect((await api("POST", "/v2/sys/unseal", { body: { key: "AAAA" } })).status).toBe(401);
     expect((await api("POST", "/v2/sys/seal", { token: "x" })).status).toBe(409);
   });
 
@@ -126,8 +128,8 @@ describe("seal", () => {
     }
     let unsealed = 0;
     service.vault.onUnseal(() => unsealed++);
-    expect((await api("POST", "/v2/sys/unseal", { body: { key: keys[2] } })).body).toEqual({ sealed: true, progress: 1, threshold: 2 });
-    expect((await api("POST", "/v2/sys/unseal", { body: { key: keys[0] } })).body).toEqual({ sealed: false, progress: 0, threshold: 2 });
+    expect((await api("POST", "/v2/sys/unseal", { body: { key: keys[2] }, token: tokens.alice })).body).toEqual({ sealed: true, progress: 1, threshold: 2 });
+    expect((await api("POST", "/v2/sys/unseal", { body: { key: keys[0] }, token: tokens.alice })).body).toEqual({ sealed: false, progress: 0, threshold: 2 });
     expect(unsealed).toBe(1);
     expect(service.vault.sealed()).toBe(false);
     // Nothing that rebuilds the key is stored: no share appears in the store.
@@ -371,17 +373,17 @@ describe("restart and seal", () => {
       expect((await call2("GET", "/v2/sys/status")).body).toEqual({ initialized: true, sealed: true, progress: 0, threshold: 2, shares: 3 });
       expect((await call2("GET", q({ app: appA }), { token: tokens.alice })).status).toBe(503);
       const wrong = [randomBytes(33).toString("base64"), randomBytes(33).toString("base64")];
-      expect((await call2("POST", "/v2/sys/unseal", { body: { key: wrong[0] } })).body).toMatchObject({ sealed: true, progress: 1 });
-      const failed = await call2("POST", "/v2/sys/unseal", { body: { key: wrong[1] } });
+      expect((await call2("POST", "/v2/sys/unseal", { body: { key: wrong[0] }, token: tokens.alice })).body).toMatchObject({ sealed: true, progress: 1 });
+      const failed = await call2("POST", "/v2/sys/unseal", { body: { key: wrong[1] }, token: tokens.alice });
       expect(failed.status).toBe(400);
       expect(failed.body.error).toMatch(/do not rebuild the master key; progress is reset/);
       expect((await call2("GET", "/v2/sys/status")).body).toMatchObject({ sealed: true, progress: 0 });
       // One right share and one wrong share also fail.
-      await call2("POST", "/v2/sys/unseal", { body: { key: keys[1] } });
-      expect((await call2("POST", "/v2/sys/unseal", { body: { key: wrong[0] } })).status).toBe(400);
-      expect((await call2("POST", "/v2/sys/unseal", { body: { key: "short" } })).status).toBe(400);
-      await call2("POST", "/v2/sys/unseal", { body: { key: keys[1] } });
-      expect((await call2("POST", "/v2/sys/unseal", { body: { key: keys[2] } })).body).toEqual({ sealed: false, progress: 0, threshold: 2 });
+      await call2("POST", "/v2/sys/unseal", { body: { key: keys[1] }, token: tokens.alice });
+      expect((await call2("POST", "/v2/sys/unseal", { body: { key: wrong[0] }, token: tokens.alice })).status).toBe(400);
+      expect((await call2("POST", "/v2/sys/unseal", { body: { key: "short" }, token: tokens.alice })).status).toBe(400);
+      await call2("POST", "/v2/sys/unseal", { body: { key: keys[1] }, token: tokens.alice });
+      expect((await call2("POST", "/v2/sys/unseal", { body: { key: keys[2] }, token: tokens.alice })).body).toEqual({ sealed: false, progress: 0, threshold: 2 });
       const got = await call2("GET", q({ app: appA, proc: procA }), { token: tokens.alice });
       expect(got.status).toBe(200);
       expect((got.body as unknown as { path: string; content: string }[]).find((r) => r.path === "conf/app.yaml")!.content).toBe(contentOf("config-a"));
@@ -408,7 +410,7 @@ describe("token cache", () => {
     const cached = createSecretsService({ store, gate: tokenGate(verifier), apps: verifier, log });
     const third = await serveApp(cached.app);
     try {
-      for (const k of [keys[0]!, keys[1]!]) await call(third.base, "POST", "/v2/sys/unseal", { body: { key: k } });
+      for (const k of [keys[0]!, keys[1]!]) await call(third.base, "POST", "/v2/sys/unseal", { body: { key: k }, token: tokens.alice });
       const t = await console_.createToken(alice);
       secretStrings.push(t.token);
       expect((await call(third.base, "GET", q({ app: appA }), { token: t.token })).status).toBe(200);

@@ -1,7 +1,8 @@
 // The role decisions and host-access rules as plain functions (api/auth), every row of the tables
 // in docs/security.md.
 import { describe, expect, it } from "vitest";
-import { hostAccessOf, hostAccessPolicy, isUnder, may, requestToken, requireHostAccess, requireOwnName, type AppAction, type Principal } from "../../../api/auth/index.ts";
+import { hostAccessOf, hostAccessPolicy, isUnder, may, requestToken, requireHostAccess, requireOwnDependencies, requireOwnName, type AppAction, type Principal } from "../../../api/auth/index.ts";
+import { loopbackHostHeader } from "../../../api/auth/gate.ts";
 import { ApiError } from "../../../api/http/index.ts";
 
 const who = (role: Principal["role"], apps: string[] = []): Principal => ({ tokenId: "0123456789ab", user: "u@example.com", role, apps: new Set(apps) });
@@ -51,6 +52,7 @@ describe("requireOwnName", () => {
 describe("host access", () => {
   const policy = hostAccessPolicy(["/var/log/apps", "/data"], ["/tmp/engines/n1/docker.sock"]);
   const pod = (o: { binds?: readonly string[]; network?: string; log?: string }) => ({
+    namespace: "a",
     ...(o.network !== undefined ? { network: o.network } : {}),
     containers: [{ ...(o.binds ? { systemVolumes: [...o.binds] } : {}), ...(o.log ? { logConfig: { type: o.log } } : {}) }],
   });
@@ -60,11 +62,16 @@ describe("host access", () => {
     expect(isUnder("/data", "/data")).toBe(true);
     expect(isUnder("/data2", "/data")).toBe(false);
     expect(hostAccessOf(pod({ binds: ["/data/../etc:/x"] }), policy)).toHaveLength(1);
-    expect(hostAccessOf(pod({ binds: ["/data//sub/./y:/x:ro"] }), policy)).toHaveLength(0);
+    expect(hostAccessOf(pod({ binds: ["/data//a/./:/x:ro"] }), policy)).toHaveLength(0);
   });
 
   it.each([
-    ["a bind under an allowed path", { binds: ["/var/log/apps/shop:/logs"] }, 200, 200],
+    ["the app's own directory under an allowed path", { binds: ["/var/log/apps/a:/logs"] }, 200, 200],
+    ["below it (a symlink planted there would be followed)", { binds: ["/var/log/apps/a/x:/logs"] }, 403, 200],
+    ["another app's directory", { binds: ["/data/b:/d"] }, 403, 200],
+    ["the allowed path itself", { binds: ["/data:/d"] }, 403, 200],
+    ["/proc/1/root", { binds: ["/proc/1/root/var/run/docker.sock:/s"] }, 403, 403],
+    ["dockerd's own containerd", { binds: ["/run/docker/containerd/containerd.sock:/c"] }, 403, 403],
     ["a bind outside", { binds: ["/etc:/host-etc:ro"] }, 403, 200],
     ["the root of the host", { binds: ["/:/host"] }, 403, 403],
     ["the Docker socket", { binds: ["/var/run/docker.sock:/var/run/docker.sock"] }, 403, 403],
@@ -86,7 +93,7 @@ describe("host access", () => {
 
   it("the 403 names every field", () => {
     try {
-      requireHostAccess(maintainerA, { network: "host", containers: [{ systemVolumes: ["/data/ok:/a", "/etc:/b"] }] }, policy, "pod.");
+      requireHostAccess(maintainerA, { namespace: "a", network: "host", containers: [{ systemVolumes: ["/data/a:/a", "/etc:/b"] }] }, policy, "pod.");
       expect.unreachable();
     } catch (e) {
       const body = (e as ApiError).body as { message: string; details: { path: string }[]; missing: string };
@@ -107,5 +114,30 @@ describe("requestToken", () => {
     expect(from({ authorization: "Bearer" })).toBeUndefined();
     expect(from({})).toBeUndefined();
     expect(from({ "access-token": "t1", authorization: "Bearer t2" })).toBe("t1");
+  });
+});
+
+describe("requireOwnDependencies", () => {
+  it("lets a non-admin list only its own app's dependencies", () => {
+    expect(status(() => requireOwnDependencies(maintainerA, "a", [{ podName: "a" }, { podName: "a.db" }], "pod."))).toBe(200);
+    expect(status(() => requireOwnDependencies(maintainerA, "a", [{ podName: "b.db" }], "pod."))).toBe(403);
+    expect(status(() => requireOwnDependencies(maintainerA, "a", [{ podName: "ab" }], "pod."))).toBe(403);
+    expect(status(() => requireOwnDependencies(admin, "a", [{ podName: "b.db" }], "pod."))).toBe(200);
+  });
+});
+
+describe("-auth none answers loopback hosts only (DNS rebinding)", () => {
+  it.each([
+    ["127.0.0.1:9000", true],
+    ["localhost", true],
+    ["LOCALHOST:80", true],
+    ["[::1]:9000", true],
+    ["127.1.2.3", true],
+    ["evil.example.com", false],
+    ["evil.example.com:9000", false],
+    ["127.0.0.1.evil.example.com", false],
+    ["0.0.0.0:9000", false],
+  ] as const)("%s: %s", (host, ok) => {
+    expect(loopbackHostHeader(host)).toBe(ok);
   });
 });
