@@ -3,8 +3,8 @@
 // every tcp:// endpoint of -cluster (default port 2376); without them plain tcp:// is accepted only
 // on a loopback address (adapters/cluster/spec.ts). The files are read here, so that an error names
 // the option and the path; the cluster adapter gets their contents.
-import { readFileSync } from "node:fs";
 import type { DockerClusterOptions } from "../adapters/cluster/index.ts";
+import { readPemOption } from "./option-files.ts";
 import { envName, UsageError, type OptionDef, type OptionValues } from "./options.ts";
 
 export type DockerTls = NonNullable<DockerClusterOptions["tls"]>;
@@ -37,18 +37,6 @@ export function dockerTlsFromOptions(options: OptionValues): DockerTls | undefin
         `(given: ${names(given)}; or set ${missing.map((p) => envName(p.option)).join(", ")})`,
     );
   }
-  const [ca, cert, key] = parts.map((p) => readPem(p.option, options[p.option] as string));
+  const [ca, cert, key] = parts.map((p) => readPemOption(p.option, options[p.option] as string));
   return { ca: ca!, cert: cert!, key: key! };
-}
-
-function readPem(option: string, path: string): string {
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch (e) {
-    const err = e as NodeJS.ErrnoException;
-    throw new UsageError(`-${option} ${path}: cannot read the file (${err.code ?? err.message})`);
-  }
-  if (!text.includes("-----BEGIN ")) throw new UsageError(`-${option} ${path}: not a PEM file (no "-----BEGIN" line)`);
-  return text;
 }

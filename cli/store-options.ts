@@ -9,9 +9,9 @@
 // logged or printed, and is kept out of the returned object's enumerable properties, so that
 // logging that object shows no password either.
 import { X509Certificate } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { createSecureContext } from "node:tls";
 import type { StoreConnection } from "../adapters/store/open.ts";
+import { readOptionFile, readPemOption } from "./option-files.ts";
 import { envName, UsageError, type OptionDef, type OptionValues } from "./options.ts";
 
 /** The environment variable that may hold the password of -store-user. */
@@ -80,7 +80,7 @@ export function storeConnectionFromOptions(
     if (scheme !== undefined && scheme !== "etcds") {
       throw new UsageError(`${tlsOptions}: TLS to the store needs an etcds:// store URL, not ${scheme}:// (-store ${String(options.store)})`);
     }
-    const ca = caPath === undefined ? undefined : readPem("store-ca", caPath);
+    const ca = caPath === undefined ? undefined : readPemOption("store-ca", caPath);
     if (ca !== undefined) {
       // Node's TLS context skips a CA it cannot parse, without a word: parse it here.
       try {
@@ -92,8 +92,8 @@ export function storeConnectionFromOptions(
     let cert: string | undefined;
     let key: string | undefined;
     if (certPath !== undefined && keyPath !== undefined) {
-      cert = readPem("store-cert", certPath);
-      key = readPem("store-key", keyPath);
+      cert = readPemOption("store-cert", certPath);
+      key = readPemOption("store-key", keyPath);
       try {
         createSecureContext({ cert, key });
       } catch (e) {
@@ -122,7 +122,7 @@ export function storeConnectionFromOptions(
   }
   let password: string;
   if (passwordPath !== undefined) {
-    password = readText("store-password-file", passwordPath).replace(/\r?\n$/, "");
+    password = readOptionFile("store-password-file", passwordPath).replace(/\r?\n$/, "");
     if (password === "") throw new UsageError(`-store-password-file ${passwordPath}: the file is empty`);
   } else if (passwordFromEnv !== undefined) {
     password = passwordFromEnv;
@@ -134,19 +134,4 @@ export function storeConnectionFromOptions(
   Object.defineProperty(auth, "password", { value: password, enumerable: false });
   connection.auth = auth;
   return connection;
-}
-
-function readText(option: string, path: string): string {
-  try {
-    return readFileSync(path, "utf8");
-  } catch (e) {
-    const err = e as NodeJS.ErrnoException;
-    throw new UsageError(`-${option} ${path}: cannot read the file (${err.code ?? err.message})`);
-  }
-}
-
-function readPem(option: string, path: string): string {
-  const text = readText(option, path);
-  if (!text.includes("-----BEGIN ")) throw new UsageError(`-${option} ${path}: not a PEM file (no "-----BEGIN" line)`);
-  return text;
 }

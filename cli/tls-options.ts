@@ -3,8 +3,8 @@
 // /metrics over HTTPS only (runtime/manager.ts). The files are read and checked here (a key that
 // does not match the certificate included), so that an error names the option and the path before
 // anything starts; the manager gets their contents.
-import { readFileSync } from "node:fs";
 import { createSecureContext } from "node:tls";
+import { readPemOption } from "./option-files.ts";
 import { envName, UsageError, type OptionDef, type OptionValues } from "./options.ts";
 
 /** PEM contents: the certificate (its chain may follow) and its private key. */
@@ -35,24 +35,12 @@ export function tlsFromOptions(options: OptionValues): ServerTls | undefined {
   }
   const certPath = options["tls-cert"] as string;
   const keyPath = options["tls-key"] as string;
-  const cert = readPem("tls-cert", certPath, "CERTIFICATE");
-  const key = readPem("tls-key", keyPath, "PRIVATE KEY");
+  const cert = readPemOption("tls-cert", certPath, "CERTIFICATE");
+  const key = readPemOption("tls-key", keyPath, "PRIVATE KEY");
   try {
     createSecureContext({ cert, key });
   } catch (e) {
     throw new UsageError(`-tls-cert ${certPath} and -tls-key ${keyPath}: not a usable certificate and key (${(e as Error).message})`);
   }
   return { cert, key };
-}
-
-function readPem(option: string, path: string, kind: string): string {
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch (e) {
-    const err = e as NodeJS.ErrnoException;
-    throw new UsageError(`-${option} ${path}: cannot read the file (${err.code ?? err.message})`);
-  }
-  if (!new RegExp(`-----BEGIN [A-Z ]*${kind}-----`).test(text)) throw new UsageError(`-${option} ${path}: not a PEM file with a ${kind} (no "-----BEGIN ...${kind}-----" line)`);
-  return text;
 }
