@@ -33,7 +33,7 @@ describe("issue-5 command lines", () => {
     ["tokens", tokens, ["create", "prod", "-user", "a@b.c", "-role", "viewer"], "-role viewer needs -apps APP,... (the apps the token may read)"],
     ["tokens", tokens, ["create", "prod", "-user", "a@b.c", "-apps", "shop"], "-apps is only for -role viewer (a user token's apps are not granted on the token)"],
     ["tokens", tokens, ["create", "prod", "-user", "a@b.c", "-role", "viewer", "-apps", " , "], "-apps: no app names (give APP,APP...)"],
-    ["tokens", tokens, ["remove"], 'unknown sub-command "remove": use create or list'],
+    ["tokens", tokens, ["remove"], 'unknown sub-command "remove": use create, list or revoke'],
     ["secrets", secrets, ["init", "-shares", "2", "-threshold", "3"], "-threshold: 3 must be 1..2 (-shares)"],
     ["secrets", secrets, ["init", "-shares", "0"], "-shares: 0 must be 1..255"],
     ["secrets", secrets, ["status", "a", "b"], 'unexpected argument "b"'],
