@@ -72,10 +72,10 @@ describe("drift across an orchestrator restart", () => {
   }, 150_000);
 });
 
-/** `capstan orchestrator` on the harness's etcd; h.base points at it once it answers. */
+/** `capstan orchestrator` on the harness's etcd (-auth none on loopback: the harness calls without a token); h.base points at it once it answers. */
 async function orchestratorProcess(): Promise<ChildProcess> {
   const port = await freePort();
-  const args = ["orchestrator", "-web", `127.0.0.1:${port}`, "-store", `etcd://${h.etcd!.endpoint}`, "-cluster", services.cluster];
+  const args = ["orchestrator", "-web", `127.0.0.1:${port}`, "-store", `etcd://${h.etcd!.endpoint}`, "-cluster", services.cluster, "-auth", "none"];
   const child = spawn(process.execPath, [capstan, ...args, "-update-wait", "500ms", "-refresh-interval", "2s"], { stdio: "ignore" });
   h.base = `http://127.0.0.1:${port}`;
   await h.until("orchestrator process leading", async () => (await h.nodes()).length === 2, 30_000, 200);
