@@ -1,11 +1,12 @@
 // bench:drift: a drift of 40 instances from one node to another, against the raw remove-and-create
 // of the same containers, in one run on the two real engines (issue 4).
 //
-// Capstan: `capstan orchestrator` in a child process on a private etcd (as operators run it), one
-// PodGroup of 40 instances. Before each round every instance is brought onto n1 (a drift n2 -> n1,
-// not timed); then PATCH /api/nodes?cmd=drift&from=n1&to=n2, timed until the status record says
-// all 40 run on n2 (what GET answers next; watched in the store). The engines' own start events
-// on n2 are reported alongside.
+// Capstan: `capstan orchestrator` in a child process on a private etcd (as operators run it, so
+// with `-auth token`: the bench registers an admin token in that etcd first, as the console would,
+// and sends it on every call), one PodGroup of 40 instances. Before each round every instance is
+// brought onto n1 (a drift n2 -> n1, not timed); then PATCH /api/nodes?cmd=drift&from=n1&to=n2,
+// timed until the status record says all 40 run on n2 (what GET answers next; watched in the
+// store). The engines' own start events on n2 are reported alongside.
 // Raw: 40 equivalent containers created on n1 (not timed); then, timed, dockerode force-remove of
 // the 40 on n1 and create + start of 40 on n2, both at once, at most `concurrency` writes in flight
 // per engine (the cluster adapter's per-engine bound, which Capstan runs with). Same image,
@@ -22,7 +23,7 @@ import { EtcdStore } from "../adapters/store/etcd.ts";
 import type { PodGroupStatus } from "../api/resources/podgroup.ts";
 import { startEtcd } from "../test/helpers/etcd-process.ts";
 import { loadServices, socketPath, uniqueName } from "../test/helpers/services.ts";
-import { api, OrchestratorProcess, untilStatus } from "./orchestrator/capstan.ts";
+import { api, OrchestratorProcess, registerAdminToken, untilStatus } from "./orchestrator/capstan.ts";
 import { StartEvents } from "./orchestrator/docker-events.ts";
 import { rawCreateStart, removeLabelled } from "./orchestrator/raw.ts";
 import { percentile, report } from "./lib/report.ts";
@@ -54,8 +55,8 @@ function positiveInt(text: string | undefined, fallback: number): number {
 const allOn = (node: string) => (s: PodGroupStatus | null) =>
   s !== null && s.pods.length === instances && s.pods.every((p) => p.state === "running" && p.node === node);
 
-async function patchDrift(baseUrl: string, from: string, to: string): Promise<void> {
-  const res = await api(baseUrl, "PATCH", `/api/nodes?cmd=drift&from=${from}&to=${to}&pg=${group}`);
+async function patchDrift(baseUrl: string, token: string, from: string, to: string): Promise<void> {
+  const res = await api(baseUrl, "PATCH", `/api/nodes?cmd=drift&from=${from}&to=${to}&pg=${group}`, undefined, { token });
   if (res.status !== 202) throw new Error(`drift ${from} -> ${to}: ${res.status} ${JSON.stringify(res.body)}`);
 }
 
@@ -64,9 +65,9 @@ interface CapstanRound {
   startedMs: number;
 }
 
-async function capstanRound(proc: OrchestratorProcess, store: EtcdStore): Promise<CapstanRound> {
+async function capstanRound(proc: OrchestratorProcess, token: string, store: EtcdStore): Promise<CapstanRound> {
   // Setup (not timed): everything onto n1.
-  await patchDrift(proc.baseUrl, "n2", "n1");
+  await patchDrift(proc.baseUrl, token, "n2", "n1");
   await untilStatus(store, group, allOn("n1"), 180_000);
   await new Promise((r) => setTimeout(r, settleMs));
   const events = await StartEvents.open({ n2: engines.n2! }, `${groupLabel}=${group}`);
@@ -74,7 +75,7 @@ async function capstanRound(proc: OrchestratorProcess, store: EtcdStore): Promis
     const done = untilStatus(store, group, allOn("n2"), 180_000);
     done.catch(() => undefined); // awaited below
     const t0 = performance.now();
-    await patchDrift(proc.baseUrl, "n1", "n2");
+    await patchDrift(proc.baseUrl, token, "n1", "n2");
     const started = events.until((ev) => new Set(ev.map((e) => e.labels[instanceLabel])).size >= instances, 180_000, `${instances} starts on n2`);
     const [statusAt, startedAt] = await Promise.all([done, started]);
     return { statusMs: statusAt - t0, startedMs: startedAt - t0 };
@@ -105,7 +106,10 @@ async function main(): Promise<void> {
   const etcd = await startEtcd();
   const store = new EtcdStore({ endpoints: [etcd.endpoint] });
   let proc: OrchestratorProcess | undefined;
+  let token: string | undefined;
   try {
+    // The orchestrator runs with -auth token (its default); the bench plays the console's part.
+    token = await registerAdminToken(store);
     proc = await OrchestratorProcess.start({ storeUrl: `etcd://${etcd.endpoint}`, cluster: services.cluster });
     const spec = {
       name: group,
@@ -116,7 +120,7 @@ async function main(): Promise<void> {
     };
     // The node monitor records the nodes shortly after start; until then feasibility says 409.
     for (let i = 0; ; i++) {
-      const res = await api(proc.baseUrl, "POST", "/api/podgroups", spec);
+      const res = await api(proc.baseUrl, "POST", "/api/podgroups", spec, { token });
       if (res.status === 202) break;
       if (res.status !== 409 || i > 150) throw new Error(`POST: ${res.status} ${JSON.stringify(res.body)}`);
       await new Promise((r) => setTimeout(r, 200));
@@ -130,11 +134,11 @@ async function main(): Promise<void> {
       let c: CapstanRound;
       let w: number;
       if (r % 2 === 0) {
-        c = await capstanRound(proc, store);
+        c = await capstanRound(proc, token, store);
         w = await rawRound(String(r));
       } else {
         w = await rawRound(String(r));
-        c = await capstanRound(proc, store);
+        c = await capstanRound(proc, token, store);
       }
       capstan.push(c);
       raw.push(w);
@@ -164,7 +168,7 @@ async function main(): Promise<void> {
     });
   } finally {
     if (proc) {
-      await api(proc.baseUrl, "DELETE", `/api/podgroups?name=${group}`).catch(() => undefined);
+      await api(proc.baseUrl, "DELETE", `/api/podgroups?name=${group}`, undefined, { token }).catch(() => undefined);
       const deadline = Date.now() + 120_000;
       while (Date.now() < deadline) {
         const left = await Promise.all(Object.values(engines).map((d) => d.listContainers({ all: true, filters: { label: [`${groupLabel}=${group}`] } })));

@@ -27,7 +27,7 @@ import { restartBackoff, type RestartBackoff } from "../shared/backoff.ts";
 import { statusSource } from "../shared/status-records.ts";
 import { DependencyReconciler } from "./reconciler.ts";
 import { ReferenceIndex, referenceSource } from "./reference-index.ts";
-import { decodeGroupSpec, decodeGroupStatus, decodeSpec, decodeStatus } from "./stored.ts";
+import { decodeGroupSpec, decodeGroupStatus, decodeSpec, decodeStatus, type GroupSpecEntry, type GroupStatusEntry } from "./stored.ts";
 
 export interface DependencyControllerOptions {
   /** The FENCED store: every write of the controller must be refused once it is not the leader. */
@@ -52,10 +52,17 @@ export interface DependencyControllerOptions {
   now?: () => number;
   log?: Logger;
   registry?: Registry;
+  /**
+   * Informers of the PodGroup specs (`podgroups/`) and statuses (`podgroup-status/`) under the same
+   * root that this process runs for other readers too (cli/orchestrator.ts runs one per prefix for
+   * the API and both controllers); each absent one the controller makes itself. Given ones are not
+   * in `informers`: whoever made them adds them to the manager.
+   */
+  shared?: { podGroups?: Informer<GroupSpecEntry>; podGroupStatuses?: Informer<GroupStatusEntry> };
 }
 
 export interface DependencyController {
-  /** Add each with manager.addInformer(). */
+  /** Add each with manager.addInformer() (the shared ones are not here). */
   informers: Informer<unknown>[];
   /** Add each with manager.add(): the container cache, then the controller. */
   runnables: Runnable[];
@@ -83,8 +90,12 @@ export function createDependencyController(opts: DependencyControllerOptions): D
   const common = { source: opts.store, clock, log, registry };
   const specs = new Informer({ name: "dependency-specs", prefix: layout.depends, decode: decodeSpec, ...common });
   const statuses = new Informer({ name: "dependency-status", prefix: layout.status, decode: decodeStatus, ...common });
-  const groups = new Informer({ name: "dependency-podgroups", prefix: layout.podGroups, decode: decodeGroupSpec, ...common });
-  const groupStatuses = new Informer({ name: "dependency-podgroup-status", prefix: layout.podGroupStatus, decode: decodeGroupStatus, ...common });
+  const groups =
+    sharedInformer(opts.shared?.podGroups, layout.podGroups) ??
+    new Informer({ name: "dependency-podgroups", prefix: layout.podGroups, decode: decodeGroupSpec, ...common });
+  const groupStatuses =
+    sharedInformer(opts.shared?.podGroupStatuses, layout.podGroupStatus) ??
+    new Informer({ name: "dependency-podgroup-status", prefix: layout.podGroupStatus, decode: decodeGroupStatus, ...common });
   // The same constant labels the containers (naming.ts) and selects them here (D2).
   const cache = new ContainerCache({
     cluster: opts.cluster,
@@ -136,10 +147,20 @@ export function createDependencyController(opts: DependencyControllerOptions): D
     registry,
   });
   return {
-    informers: [specs, statuses, groups, groupStatuses] as Informer<unknown>[],
+    informers: [specs, statuses, groups, groupStatuses].filter(
+      (i) => i !== opts.shared?.podGroups && i !== opts.shared?.podGroupStatuses,
+    ) as Informer<unknown>[],
     runnables: [cache, controller],
     cache,
     controller,
     references,
   };
+}
+
+/** A given informer, checked to cache `prefix` (a shared informer of another root would be a silent mix-up). */
+function sharedInformer<T>(informer: Informer<T> | undefined, prefix: string): Informer<T> | undefined {
+  if (informer !== undefined && informer.prefix !== prefix) {
+    throw new RangeError(`shared informer ${informer.name} caches ${informer.prefix}, not ${prefix}`);
+  }
+  return informer;
 }

@@ -53,17 +53,28 @@ const policyOf = (p: unknown): DependencyPolicy | undefined =>
   p === "node" || p === 1 ? "node" : p === "namespace" || p === 0 ? "namespace" : undefined;
 
 export function decodeGroupSpec(kv: KeyValueRecord): GroupSpecEntry {
-  const name = lastSegment(kv.key);
+  let json: unknown;
+  try {
+    json = JSON.parse(kv.value);
+  } catch {
+    // an unreadable group references nothing (the PodGroup controller deploys nothing for it either)
+  }
+  return groupSpecOf(kv.key, json);
+}
+
+/** decodeGroupSpec of a value already parsed (undefined when it did not parse). */
+export function groupSpecOf(key: string, json: unknown): GroupSpecEntry {
+  const name = lastSegment(key);
   let dependencies: DependencyEntry[] = [];
   let namespace = "";
   let version = 0;
   try {
-    const v = JSON.parse(kv.value) as { namespace?: unknown; pod?: { dependencies?: unknown; version?: unknown } } | null;
+    const v = json as { namespace?: unknown; pod?: { dependencies?: unknown; version?: unknown } } | null | undefined;
     if (typeof v?.namespace === "string") namespace = v.namespace;
     if (Number.isInteger(v?.pod?.version)) version = v!.pod!.version as number;
     dependencies = dependencyList(v?.pod?.dependencies) ?? [];
   } catch {
-    // an unreadable group references nothing (the PodGroup controller deploys nothing for it either)
+    // whatever cannot be read references nothing
   }
   return { name, namespace, version, dependencies };
 }
@@ -80,10 +91,21 @@ function dependencyList(deps: unknown): DependencyEntry[] | undefined {
 }
 
 export function decodeGroupStatus(kv: KeyValueRecord): GroupStatusEntry {
-  const name = lastSegment(kv.key);
+  let json: unknown;
+  try {
+    json = JSON.parse(kv.value);
+  } catch {
+    // no readable instances: no references
+  }
+  return groupStatusOf(kv.key, json);
+}
+
+/** decodeGroupStatus of a value already parsed (undefined when it did not parse). */
+export function groupStatusOf(key: string, json: unknown): GroupStatusEntry {
+  const name = lastSegment(key);
   const pods: GroupStatusEntry["pods"] = [];
   try {
-    const v = JSON.parse(kv.value) as { pods?: unknown } | null;
+    const v = json as { pods?: unknown } | null | undefined;
     if (Array.isArray(v?.pods)) {
       for (const p of v.pods as { node?: unknown; containers?: unknown; version?: unknown; dependencies?: unknown }[]) {
         if (typeof p?.node !== "string" || !Array.isArray(p.containers)) continue;

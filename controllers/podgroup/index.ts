@@ -33,7 +33,7 @@ import { PodGroupReconciler } from "./reconciler.ts";
 import { restartBackoff, type RestartBackoff } from "../shared/backoff.ts";
 import { statusSource } from "../shared/status-records.ts";
 import { decodeSecretMarker, defaultSecretMarkerPrefix } from "./secret-marker.ts";
-import { decodeSpec, decodeStatus, decodeTask, layout, type StatusEntry, type TaskEntry } from "./stored.ts";
+import { decodeSpec, decodeStatus, decodeTask, layout, type SpecEntry, type StatusEntry, type TaskEntry } from "./stored.ts";
 
 export interface PodGroupControllerOptions {
   /** The FENCED store: every write of the controller must be refused once it is not the leader. */
@@ -58,10 +58,17 @@ export interface PodGroupControllerOptions {
   now?: () => number;
   log?: Logger;
   registry?: Registry;
+  /**
+   * Informers of the specs (`podgroups/`) and statuses (`podgroup-status/`) under the same root
+   * that this process runs for other readers too (cli/orchestrator.ts runs one per prefix for the
+   * API and both controllers); each absent one the controller makes itself. Given ones are not in
+   * `informers`: whoever made them adds them to the manager.
+   */
+  shared?: { specs?: Informer<SpecEntry>; statuses?: Informer<StatusEntry> };
 }
 
 export interface PodGroupController {
-  /** Add each with manager.addInformer(): podgroups, podgroup-status, tasks, Secret-sync markers. */
+  /** Add each with manager.addInformer(): podgroups and podgroup-status (unless shared), tasks, Secret-sync markers. */
   informers: Informer<unknown>[];
   /** Add each with manager.add(): the container caches (PodGroup pods, dependency pods), then the controllers. */
   runnables: Runnable[];
@@ -87,8 +94,12 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
   if (!(refreshIntervalMs > 0)) throw new RangeError(`refreshIntervalMs must be > 0 (got ${refreshIntervalMs})`);
   const backoff = restartBackoff(opts.restartBackoff);
 
-  const specs = new Informer({ name: "podgroup-specs", source: opts.store, prefix: keys.podGroups, decode: decodeSpec, clock, log, registry });
-  const statuses = new Informer({ name: "podgroup-status", source: opts.store, prefix: keys.status, decode: decodeStatus, clock, log, registry });
+  const specs =
+    sharedInformer(opts.shared?.specs, keys.podGroups) ??
+    new Informer({ name: "podgroup-specs", source: opts.store, prefix: keys.podGroups, decode: decodeSpec, clock, log, registry });
+  const statuses =
+    sharedInformer(opts.shared?.statuses, keys.status) ??
+    new Informer({ name: "podgroup-status", source: opts.store, prefix: keys.status, decode: decodeStatus, clock, log, registry });
   const tasks = new Informer({ name: "orchestrator-tasks", source: opts.store, prefix: keys.tasks, decode: decodeTask, clock, log, registry });
   const markerPrefix = opts.secretMarkerPrefix ?? defaultSecretMarkerPrefix;
   const markers = new Informer({
@@ -181,12 +192,20 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
   });
 
   return {
-    informers: [specs, statuses, tasks, markers] as Informer<unknown>[],
+    informers: [specs, statuses, tasks, markers].filter((i) => i !== opts.shared?.specs && i !== opts.shared?.statuses) as Informer<unknown>[],
     runnables: [cache, dependencyCache, controller, driftController],
     cache,
     controller,
     driftController,
   };
+}
+
+/** A given informer, checked to cache `prefix` (a shared informer of another root would be a silent mix-up). */
+function sharedInformer<T>(informer: Informer<T> | undefined, prefix: string): Informer<T> | undefined {
+  if (informer !== undefined && informer.prefix !== prefix) {
+    throw new RangeError(`shared informer ${informer.name} caches ${informer.prefix}, not ${prefix}`);
+  }
+  return informer;
 }
 
 /**

@@ -53,8 +53,35 @@ export function decodeSpec(kv: KeyValueRecord): SpecEntry {
   return decodeSpecRecord(kv, StoredPodGroupSchema);
 }
 
+/**
+ * What a value, as parsed once for several readers (cli/orchestrator.ts), says to JSON.parse: the
+ * parsed value, or the message of the error it threw.
+ */
+export type ParsedValue = { json: unknown } | { error: string };
+
+/** decodeSpec of a value already parsed: the same entry (decodeSpecRecord's rules). */
+export function specOf(kv: { key: string; modRevision: number }, parsed: ParsedValue): SpecEntry {
+  const name = lastSegment(kv.key);
+  const invalid = (reason: string): SpecEntry => ({ name, spec: undefined, invalid: reason, modRevision: kv.modRevision });
+  if ("error" in parsed) return invalid(`not JSON: ${parsed.error}`);
+  const result = StoredPodGroupSchema.safeParse(parsed.json);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    return invalid(`${issue?.path.join(".") || "value"}: ${issue?.message}`);
+  }
+  if (result.data.name !== name) return invalid(`stored name ${result.data.name} differs from its key`);
+  return { name, spec: result.data, modRevision: kv.modRevision };
+}
+
 export function decodeStatus(kv: KeyValueRecord): StatusEntry {
   return decodeStatusRecord<PodGroupStatus>(kv);
+}
+
+/** decodeStatus of a value already parsed (undefined when it did not parse): the same entry (decodeStatusRecord's rule). */
+export function statusOf(kv: { key: string; modRevision: number }, json: unknown): StatusEntry {
+  const v = json as Partial<PodGroupStatus> | null | undefined;
+  const status = v && typeof v === "object" && typeof v.state === "string" && Array.isArray(v.pods) ? (v as PodGroupStatus) : undefined;
+  return { name: lastSegment(kv.key), status, modRevision: kv.modRevision };
 }
 
 /** A task this controller can carry out; anything else (malformed, another kind) decodes as undefined. */

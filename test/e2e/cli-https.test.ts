@@ -1,7 +1,7 @@
-// The real `capstan` binary over HTTPS: a `capstan console` process serving with -tls-cert and
-// -tls-key (a CA and a server certificate made for this run), and the CLI as a user runs it, with
-// its own HOME: `login -url https://... -ca CA`, then the console commands (tokens, apps, whoami)
-// verify the server with that CA; without a CA, or with another one, they refuse it with a message
+// The real `capstan` binary over HTTPS: a `capstan up` process serving with -tls-cert and -tls-key
+// (a CA and a server certificate made for this run), and the CLI as a user runs it, with its own
+// HOME: `login -url https://... -ca CA`, then the console and orchestrator commands (tokens, apps,
+// whoami, nodes, get) verify the server with that CA; without a CA, or with another one, they refuse it with a message
 // that says why. Everything listens on and talks to 127.0.0.1 only.
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
