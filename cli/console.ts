@@ -4,6 +4,7 @@
 import { existsSync } from "node:fs";
 import { AdminTokenError, createConsoleApi, ensureAdminToken } from "../api/console/index.ts";
 import { UsageError, type OptionDef } from "./options.ts";
+import { installRegistryToken, registryTokenOptionDefs, registryTokenSettings, type RegistryTokenSettings } from "./registry-token-options.ts";
 import type { ServeContext } from "./serve.ts";
 
 /** The console's leader key. It runs no leader-only work today; the key keeps replicas apart. */
@@ -15,12 +16,15 @@ export const consoleOptionDefs: OptionDef[] = [
     type: "string",
     help: "where the first admin token is written (mode 0600) when the store holds none; CAPSTAN_ADMIN_TOKEN gives one instead",
   },
+  ...registryTokenOptionDefs,
 ];
 
 export interface ConsoleSettings {
   adminTokenFile?: string;
   /** CAPSTAN_ADMIN_TOKEN: registered as an admin token (only its hash is stored). */
   envToken?: string;
+  /** The registry token endpoint (-registry-*; registry-token-options.ts). */
+  registry?: RegistryTokenSettings;
 }
 
 export function consoleSettings(options: Record<string, unknown>, env: Record<string, string | undefined> = process.env): ConsoleSettings {
@@ -29,6 +33,7 @@ export function consoleSettings(options: Record<string, unknown>, env: Record<st
   return {
     ...(typeof file === "string" && file !== "" ? { adminTokenFile: file } : {}),
     ...(envToken !== undefined && envToken !== "" ? { envToken } : {}),
+    registry: registryTokenSettings(options),
   };
 }
 
@@ -46,5 +51,6 @@ export async function installConsole(ctx: ServeContext, settings: ConsoleSetting
     if (e instanceof AdminTokenError) throw new UsageError(e.message);
     throw e;
   }
-  manager.app.route("/", createConsoleApi({ store, log, gate: ctx.access.gate, changed: () => ctx.verifier.forget() }));
+  const registryToken = await installRegistryToken(ctx, settings.registry ?? registryTokenSettings({}));
+  manager.app.route("/", createConsoleApi({ store, log, gate: ctx.access.gate, changed: () => ctx.verifier.forget(), registryToken }));
 }

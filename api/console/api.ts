@@ -11,6 +11,7 @@
 //   DELETE /api/v1/tokens/<id>                                           200 {id, deleted} | 404 | 409 last admin token
 //   GET    /api/v1/repos/<app>/roles/      (any valid token)             200 {role: {role}} | 401 | 403 | 404
 //   GET    /api/v1/whoami                  (any valid token)             200 {id, user, role, apps, allApps, expiresAt?}
+//   GET    /api/v1/authorize/registry/     (Basic: user + access token)  200 {token, ...} | 401 (registry-token.ts)
 //
 // Every call but the role check and whoami needs an admin token (`access-token` or `Authorization:
 // Bearer`; 401 without a valid token, 403 with a valid non-admin one). Tokens are checked by the
@@ -40,6 +41,7 @@ import {
   tokensPrefix,
 } from "./records.ts";
 import { generateToken, hashSecret } from "./tokens.ts";
+import { registryTokenApi, type RegistryTokenApiOptions } from "./registry-token.ts";
 
 export interface ConsoleApiOptions {
   store: Store;
@@ -50,6 +52,8 @@ export interface ConsoleApiOptions {
   gate: Gate;
   /** Called after every change of a token or an app, so this process's token cache forgets at once. */
   changed?: () => void;
+  /** The registry token endpoint, GET /api/v1/authorize/registry/ (registry-token.ts); absent: not served. */
+  registryToken?: RegistryTokenApiOptions;
 }
 
 const CreateAppBody = z.strictObject({ appname: AppName, maintainers: Maintainers });
@@ -258,6 +262,7 @@ export function createConsoleApi(opts: ConsoleApiOptions): Hono {
   });
   app.get("/api/v1/repos/:app/roles/", roleCheck);
   app.get("/api/v1/repos/:app/roles", roleCheck);
+  if (opts.registryToken !== undefined) app.route("/", registryTokenApi(opts.registryToken));
 
   return app;
 }

@@ -12,7 +12,8 @@ const defs: OptionDef[] = [{ ...webOption, default: "127.0.0.1:9002" }, ...authO
 const summary = `Runs the console: apps and their maintainers, access tokens (stored as hashes; every
 Capstan API checks them from the shared store) and /api/v1/whoami. On first start with no
 admin token in the store it creates one and writes it to -admin-token-file (mode 0600), or
-registers CAPSTAN_ADMIN_TOKEN.`;
+registers CAPSTAN_ADMIN_TOKEN. It is also the registry's token server
+(/api/v1/authorize/registry/; -registry-*, docs/registry.md).`;
 
 export async function run(argv: string[]): Promise<number> {
   const args = parseArgs(argv, defs);

@@ -1,0 +1,78 @@
+// The registry's storage, as distribution's storage drivers see it: a tree of named byte objects
+// ("paths" like /docker/registry/v2/blobs/sha256/ab/ab12.../data) on a filesystem or in an S3
+// bucket. The registry (api/registry/) lays its data out on top of this in distribution's on-disk
+// layout (docs/registry.md); the drivers know nothing of images.
+//
+// Paths are absolute, "/"-separated, without "." or ".." segments or a trailing "/"; a driver maps
+// them below its root directory (filesystem rootdirectory, or the S3 bucket's rootdirectory prefix).
+// Every call has a timeout inside the driver (S3) or is local (filesystem).
+import type { Readable } from "node:stream";
+
+export interface FileInfo {
+  path: string;
+  /** Bytes; 0 for a directory. */
+  size: number;
+  modTime: Date;
+  isDir: boolean;
+}
+
+/** Appends bytes to one object; the object appears at its path only on commit(). */
+export interface FileWriter {
+  /** Bytes written so far (before this writer was opened, when appending, included). */
+  readonly size: number;
+  write(chunk: Uint8Array): Promise<void>;
+  /** Make what was written durable and resumable (an append-writer opened later continues here). */
+  close(): Promise<void>;
+  /** Make the object final at its path; after commit no more writes. */
+  commit(): Promise<void>;
+  /** Drop everything written; the path does not exist afterwards. */
+  cancel(): Promise<void>;
+}
+
+export interface StorageDriver {
+  /** "filesystem" or "s3". */
+  readonly name: string;
+  /** The whole object; PathNotFoundError when there is none. */
+  getContent(path: string): Promise<Buffer>;
+  /** Replace the object with `content` atomically (readers see the old or the new bytes). */
+  putContent(path: string, content: Uint8Array): Promise<void>;
+  /** A stream of the object from `offset`, `length` bytes (to the end when omitted). */
+  reader(path: string, offset?: number, length?: number): Promise<Readable>;
+  /** A writer to `path`; with append, one that continues an uncommitted writer closed earlier. */
+  writer(path: string, append: boolean): Promise<FileWriter>;
+  /** PathNotFoundError when neither an object nor a directory (a prefix) is there. */
+  stat(path: string): Promise<FileInfo>;
+  /** The full paths of the direct children of a directory; PathNotFoundError when it is absent. */
+  list(path: string): Promise<string[]>;
+  /** Move an object (server side where the backend can); replaces `dest`. */
+  move(source: string, dest: string): Promise<void>;
+  /** Delete an object or a whole directory; PathNotFoundError when nothing is there. */
+  delete(path: string): Promise<void>;
+  /** Release connections and handles. */
+  close(): Promise<void>;
+}
+
+export class PathNotFoundError extends Error {
+  override readonly name = "PathNotFoundError";
+  constructor(readonly path: string) {
+    super(`path not found: ${path}`);
+  }
+}
+
+/** A path given to a driver that is not absolute and clean. */
+export class InvalidPathError extends Error {
+  override readonly name = "InvalidPathError";
+  constructor(readonly path: string) {
+    super(`invalid storage path: ${JSON.stringify(path)}`);
+  }
+}
+
+const segment = /^[A-Za-z0-9._:@+=-]+$/;
+
+/** Throws InvalidPathError unless `path` is "/" or "/a/b" with clean segments. */
+export function checkPath(path: string): string {
+  if (path === "/") return path;
+  if (!path.startsWith("/") || path.endsWith("/")) throw new InvalidPathError(path);
+  for (const s of path.slice(1).split("/")) if (s === "" || s === "." || s === ".." || !segment.test(s)) throw new InvalidPathError(path);
+  return path;
+}
