@@ -16,7 +16,12 @@ export interface FileInfo {
   isDir: boolean;
 }
 
-/** Appends bytes to one object; the object appears at its path only on commit(). */
+/**
+ * Appends bytes to one object; the object is complete at its path once commit() returns. Before
+ * that a driver may show it growing (the filesystem driver writes in place, as distribution's does;
+ * S3 shows nothing until the multipart upload completes), so callers write to a path nobody reads
+ * as final: an upload's `_uploads/<id>/data`.
+ */
 export interface FileWriter {
   /** Bytes written so far (before this writer was opened, when appending, included). */
   readonly size: number;

@@ -6,7 +6,9 @@
 // the console (/api/v1/...) and the secrets service (/v2/secrets, /v2/sys) with Secret-sync, each
 // installed exactly as its own command installs it. The three APIs share one address: their paths
 // do not overlap. All three check access tokens through the one gate of the process
-// (docs/security.md).
+// (docs/security.md). The image registry runs on a listener of its own (-registry-web, default
+// 127.0.0.1:5000; its /v2/ would collide with the secrets service's): filesystem storage in
+// DATA/registry, token auth from the store key this console publishes (./registry.ts).
 //
 // The leader key is the orchestrator's: `capstan up` and `capstan orchestrator` processes sharing
 // one etcd then elect a single leader between them, instead of both running the controllers.
@@ -18,6 +20,7 @@ import { installOrchestrator, orchestratorLeaderKey } from "../orchestrator.ts";
 import { authFromOptions, authOptionDefs } from "../auth-options.ts";
 import { parseArgs, usage, type OptionDef } from "../options.ts";
 import { installSecrets } from "../secrets.ts";
+import { defaultRegistryWeb, installUpRegistry, upRegistryCertFile, upRegistryRealm } from "./registry.ts";
 import { storeConnectionFromOptions, storeConnectionOptionDefs } from "../store-options.ts";
 import { clusterOption, historyOption, serve, webOption } from "../serve.ts";
 import { dockerTlsFromOptions, dockerTlsOptionDefs } from "../docker-tls-options.ts";
@@ -35,6 +38,7 @@ const defs: OptionDef[] = [
   { name: "admin-token-file", type: "string", help: "where the console writes the first admin token (default DATA/admin-token); CAPSTAN_ADMIN_TOKEN gives one instead" },
   historyOption,
   ...orchestratorOptionDefs,
+  { name: "registry-web", type: "string", help: `listen address of the image registry (its own listener); "" runs none (default ${defaultRegistryWeb})` },
 ];
 
 export async function run(argv: string[]): Promise<number> {
@@ -43,14 +47,20 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(usage("up", "Runs every Capstan component in one process: orchestrator, console, secrets service.", defs));
     return 0;
   }
-  const o = args.options as { web: string; data: string; store?: string; cluster: string; history: number; "admin-token-file"?: string };
+  const o = args.options as { web: string; data: string; store?: string; cluster: string; history: number; "admin-token-file"?: string; "registry-web"?: string };
   const settings = orchestratorSettings(args.options);
-  const consoleConf = consoleSettings({ "admin-token-file": o["admin-token-file"] ?? join(o.data, "admin-token") });
+  const tls = tlsFromOptions(args.options);
+  const consoleConf = consoleSettings({
+    "admin-token-file": o["admin-token-file"] ?? join(o.data, "admin-token"),
+    "registry-cert": upRegistryCertFile(o.data),
+    "registry-realm": upRegistryRealm(o.web, tls !== undefined),
+  });
+  const registryWeb = o["registry-web"] ?? defaultRegistryWeb;
   return serve(
     {
       name: "capstan",
       web: o.web,
-      tls: tlsFromOptions(args.options),
+      tls,
       storeUrl: o.store ?? `sqlite://${o.data}/state.db`,
       storeConnection: storeConnectionFromOptions(args.options),
       cluster: o.cluster,
@@ -64,6 +74,7 @@ export async function run(argv: string[]): Promise<number> {
       installOrchestrator(ctx, settings);
       await installConsole(ctx, consoleConf);
       installSecrets(ctx);
+      if (registryWeb !== "") await installUpRegistry(ctx, { data: o.data, web: registryWeb, explicit: o["registry-web"] !== undefined, tls });
     },
   );
 }

@@ -17,6 +17,18 @@ export interface Services {
   /** The `-cluster` form: "n1=unix:///...,n2=unix:///...". */
   cluster: string;
   testImage: string;
+  /** The S3 server (s3rver) for the registry's S3 storage, when `scripts/services start` ran it. */
+  s3?: S3Service;
+}
+
+export interface S3Service {
+  /** e.g. "http://127.0.0.1:45565" (path-style requests). */
+  endpoint: string;
+  accessKey: string;
+  secretKey: string;
+  region: string;
+  /** A bucket that exists; tests use a unique rootdirectory (or bucket) of their own. */
+  bucket: string;
 }
 
 export const servicesScript = fileURLToPath(new URL("../../scripts/services", import.meta.url));
@@ -48,6 +60,15 @@ export function loadServices(): Services {
     engines,
     cluster,
     testImage: env.CAPSTAN_TEST_IMAGE ?? "capstan/busybox:latest",
+    s3: env.CAPSTAN_S3_ENDPOINT
+      ? {
+          endpoint: env.CAPSTAN_S3_ENDPOINT,
+          accessKey: env.CAPSTAN_S3_ACCESS_KEY ?? "S3RVER",
+          secretKey: env.CAPSTAN_S3_SECRET_KEY ?? "S3RVER",
+          region: env.CAPSTAN_S3_REGION ?? "us-east-1",
+          bucket: env.CAPSTAN_S3_BUCKET ?? "capstan-test",
+        }
+      : undefined,
   };
 }
 

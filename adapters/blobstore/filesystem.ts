@@ -1,0 +1,216 @@
+// The filesystem StorageDriver: distribution's `filesystem` driver semantics over a root
+// directory (docs/registry.md, "Filesystem storage"). The object at `/a/b` is the file
+// `<root>/a/b`; directories are implicit (created on write, left behind empty on delete, as
+// distribution leaves them).
+//
+// Why these choices:
+// - putContent writes a temporary file next to the target, fsyncs it and renames it over the target,
+//   so a reader (or a crash) sees the old or the new bytes, never a half-written link file.
+// - writer() appends to the file at its path directly, as distribution's driver does (driver.ts's
+//   FileWriter allows it): an upload's `data` grows with every PATCH, survives a restart
+//   (writer(path, true) in any process continues it) and its size is the file's size, so an upload
+//   distribution left in progress is continued too. close() and commit() fsync; cancel() removes
+//   the file.
+// - list() leaves out the temporary files of putContent calls in flight.
+import { randomUUID } from "node:crypto";
+import { constants, createReadStream } from "node:fs";
+import { mkdir, open, readdir, readFile, rename, rm, stat, unlink, type FileHandle } from "node:fs/promises";
+import { dirname, join, resolve } from "node:path";
+import { Readable } from "node:stream";
+import { checkPath, PathNotFoundError, type FileInfo, type FileWriter, type StorageDriver } from "./driver.ts";
+
+/** putContent's temporary files; list() never shows them. */
+const tempPrefix = ".capstan-tmp-";
+
+export interface FilesystemDriverOptions {
+  /** The root directory (distribution's `storage.filesystem.rootdirectory`); created on first write. */
+  rootDirectory: string;
+}
+
+export class FilesystemDriver implements StorageDriver {
+  readonly name = "filesystem";
+  private readonly root: string;
+
+  constructor(opts: FilesystemDriverOptions) {
+    this.root = resolve(opts.rootDirectory);
+  }
+
+  async getContent(path: string): Promise<Buffer> {
+    try {
+      return await readFile(this.full(path));
+    } catch (err) {
+      throw notFoundOr(err, path);
+    }
+  }
+
+  async putContent(path: string, content: Uint8Array): Promise<void> {
+    const target = this.full(path);
+    await mkdir(dirname(target), { recursive: true });
+    const temp = join(dirname(target), `${tempPrefix}${randomUUID()}`);
+    const handle = await open(temp, "w", 0o644);
+    try {
+      await writeAll(handle, content);
+      await handle.sync();
+    } catch (err) {
+      await handle.close().catch(() => {});
+      await unlink(temp).catch(() => {});
+      throw err;
+    }
+    await handle.close();
+    try {
+      await rename(temp, target);
+    } catch (err) {
+      await unlink(temp).catch(() => {});
+      throw err;
+    }
+  }
+
+  async reader(path: string, offset = 0, length?: number): Promise<Readable> {
+    const full = this.full(path);
+    let handle: FileHandle;
+    try {
+      handle = await open(full, constants.O_RDONLY);
+    } catch (err) {
+      throw notFoundOr(err, path);
+    }
+    const info = await handle.stat();
+    if (info.isDirectory()) {
+      await handle.close();
+      throw new PathNotFoundError(path);
+    }
+    const end = length === undefined ? info.size : Math.min(info.size, offset + length);
+    if (offset >= end) {
+      // Past the end (or nothing asked for): an empty stream, as distribution's reader gives.
+      await handle.close();
+      return Readable.from([]);
+    }
+    // The stream owns the handle from here and closes it when it ends or is destroyed.
+    return createReadStream(full, { fd: handle, start: offset, end: end - 1, autoClose: true });
+  }
+
+  async writer(path: string, append: boolean): Promise<FileWriter> {
+    const full = this.full(path);
+    await mkdir(dirname(full), { recursive: true });
+    const handle = await open(full, append ? "a" : "w", 0o644);
+    const size = append ? (await handle.stat()).size : 0;
+    return new FilesystemWriter(full, handle, size);
+  }
+
+  async stat(path: string): Promise<FileInfo> {
+    try {
+      const info = await stat(this.full(path));
+      const isDir = info.isDirectory();
+      return { path, size: isDir ? 0 : info.size, modTime: info.mtime, isDir };
+    } catch (err) {
+      throw notFoundOr(err, path);
+    }
+  }
+
+  async list(path: string): Promise<string[]> {
+    let names: string[];
+    try {
+      names = await readdir(this.full(path));
+    } catch (err) {
+      throw notFoundOr(err, path);
+    }
+    const prefix = path === "/" ? "/" : `${path}/`;
+    return names.filter((n) => !n.startsWith(tempPrefix)).map((n) => prefix + n);
+  }
+
+  async move(source: string, dest: string): Promise<void> {
+    const from = this.full(source);
+    const to = this.full(dest);
+    try {
+      await stat(from);
+    } catch (err) {
+      throw notFoundOr(err, source);
+    }
+    await mkdir(dirname(to), { recursive: true });
+    await rename(from, to);
+  }
+
+  async delete(path: string): Promise<void> {
+    const full = this.full(path);
+    try {
+      await stat(full);
+    } catch (err) {
+      throw notFoundOr(err, path);
+    }
+    await rm(full, { recursive: true, force: true });
+  }
+
+  async close(): Promise<void> {
+    // Nothing is held between calls: every handle belongs to one reader or writer.
+  }
+
+  private full(path: string): string {
+    checkPath(path);
+    return path === "/" ? this.root : join(this.root, ...path.slice(1).split("/"));
+  }
+}
+
+class FilesystemWriter implements FileWriter {
+  private done: "open" | "closed" | "committed" | "cancelled" = "open";
+
+  constructor(
+    private readonly file: string,
+    private readonly handle: FileHandle,
+    private written: number,
+  ) {}
+
+  get size(): number {
+    return this.written;
+  }
+
+  async write(chunk: Uint8Array): Promise<void> {
+    this.check("write");
+    await writeAll(this.handle, chunk);
+    this.written += chunk.byteLength;
+  }
+
+  async close(): Promise<void> {
+    if (this.done !== "open") return;
+    this.done = "closed";
+    try {
+      await this.handle.sync();
+    } finally {
+      await this.handle.close();
+    }
+  }
+
+  async commit(): Promise<void> {
+    this.check("commit");
+    this.done = "committed";
+    try {
+      await this.handle.sync();
+    } finally {
+      await this.handle.close();
+    }
+  }
+
+  async cancel(): Promise<void> {
+    if (this.done === "open") await this.handle.close().catch(() => {});
+    this.done = "cancelled";
+    await unlink(this.file).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== "ENOENT") throw err;
+    });
+  }
+
+  private check(what: string): void {
+    if (this.done !== "open") throw new Error(`${what} on a ${this.done} writer of ${this.file}`);
+  }
+}
+
+async function writeAll(handle: FileHandle, chunk: Uint8Array): Promise<void> {
+  let at = 0;
+  while (at < chunk.byteLength) {
+    const { bytesWritten } = await handle.write(chunk, at, chunk.byteLength - at);
+    at += bytesWritten;
+  }
+}
+
+/** ENOENT (nothing there), ENOTDIR (a file where a directory would be) and EISDIR (a directory where an object is asked for) are "not found". */
+function notFoundOr(err: unknown, path: string): unknown {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  return code === "ENOENT" || code === "ENOTDIR" || code === "EISDIR" ? new PathNotFoundError(path) : err;
+}

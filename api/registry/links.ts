@@ -1,0 +1,154 @@
+// Every write of a link goes through here: a blob linked into a repository, a manifest revision, a
+// tag, a referrer (docs/registry.md, "Layout"). Garbage collection needs to know what points at
+// what, so this is the one place a reference count or a change journal hooks in: `onChange` is
+// called after each write has reached storage (an `unlink` of something absent is no change).
+//
+// Reads of links are here too, so the link format (the digest string, no newline) lives in one
+// module.
+import { PathNotFoundError, type StorageDriver } from "../../adapters/blobstore/driver.ts";
+import { digestOrUndefined, type Digest } from "./names.ts";
+import * as paths from "./paths.ts";
+
+export type LinkChange =
+  | { kind: "blob"; op: "link" | "unlink"; repository: string; digest: string }
+  | { kind: "revision"; op: "link" | "unlink"; repository: string; digest: string }
+  | { kind: "tag"; op: "link" | "unlink"; repository: string; tag: string; digest?: string }
+  | { kind: "referrer"; op: "link" | "unlink"; repository: string; subject: string; digest: string };
+
+export type LinkObserver = (change: LinkChange) => void | Promise<void>;
+
+export class Links {
+  constructor(
+    private readonly driver: StorageDriver,
+    private readonly onChange: LinkObserver = () => {},
+  ) {}
+
+  // ---- blobs in a repository (_layers)
+
+  async linkBlob(name: string, d: Digest): Promise<void> {
+    await this.driver.putContent(paths.layerLink(name, d), encode(d));
+    await this.onChange({ kind: "blob", op: "link", repository: name, digest: d.value });
+  }
+
+  /** False when the blob was not linked. */
+  async unlinkBlob(name: string, d: Digest): Promise<boolean> {
+    if (!(await this.remove(paths.layerLink(name, d)))) return false;
+    await this.onChange({ kind: "blob", op: "unlink", repository: name, digest: d.value });
+    return true;
+  }
+
+  /** The digest the repository's link for `d` names (normally `d`), or undefined. */
+  readBlobLink(name: string, d: Digest): Promise<Digest | undefined> {
+    return this.read(paths.layerLink(name, d));
+  }
+
+  // ---- manifest revisions
+
+  async linkRevision(name: string, d: Digest): Promise<void> {
+    await this.driver.putContent(paths.revisionLink(name, d), encode(d));
+    await this.onChange({ kind: "revision", op: "link", repository: name, digest: d.value });
+  }
+
+  async unlinkRevision(name: string, d: Digest): Promise<boolean> {
+    if (!(await this.remove(paths.revisionLink(name, d)))) return false;
+    await this.onChange({ kind: "revision", op: "unlink", repository: name, digest: d.value });
+    return true;
+  }
+
+  readRevisionLink(name: string, d: Digest): Promise<Digest | undefined> {
+    return this.read(paths.revisionLink(name, d));
+  }
+
+  // ---- tags
+
+  /** Point `tag` at `d`: the history entry first, then `current` (distribution's order). */
+  async tag(name: string, tag: string, d: Digest): Promise<void> {
+    await this.driver.putContent(paths.tagIndexLink(name, tag, d), encode(d));
+    await this.driver.putContent(paths.tagCurrentLink(name, tag), encode(d));
+    await this.onChange({ kind: "tag", op: "link", repository: name, tag, digest: d.value });
+  }
+
+  /** Remove the tag with its history, as distribution's Untag does. False when there was none. */
+  async untag(name: string, tag: string): Promise<boolean> {
+    if (!(await this.remove(paths.tagDir(name, tag)))) return false;
+    await this.onChange({ kind: "tag", op: "unlink", repository: name, tag });
+    return true;
+  }
+
+  readTag(name: string, tag: string): Promise<Digest | undefined> {
+    return this.read(paths.tagCurrentLink(name, tag));
+  }
+
+  /** Tag names, sorted (Go's sort.Strings order); undefined when the repository has no tags directory. */
+  async listTags(name: string): Promise<string[] | undefined> {
+    const children = await this.children(paths.tagsDir(name));
+    return children?.sort(byCodeUnit);
+  }
+
+  // ---- referrers (ours; distribution has no referrers API)
+
+  async linkReferrer(name: string, subject: Digest, d: Digest): Promise<void> {
+    await this.driver.putContent(paths.referrerLink(name, subject, d), encode(d));
+    await this.onChange({ kind: "referrer", op: "link", repository: name, subject: subject.value, digest: d.value });
+  }
+
+  async unlinkReferrer(name: string, subject: Digest, d: Digest): Promise<boolean> {
+    if (!(await this.remove(paths.referrerLink(name, subject, d)))) return false;
+    await this.onChange({ kind: "referrer", op: "unlink", repository: name, subject: subject.value, digest: d.value });
+    return true;
+  }
+
+  /** The manifests whose subject is `subject`, sorted by digest. */
+  async listReferrers(name: string, subject: Digest): Promise<Digest[]> {
+    const out: Digest[] = [];
+    const dir = paths.referrersDir(name, subject);
+    for (const alg of (await this.children(dir)) ?? []) {
+      for (const hex of (await this.children(`${dir}/${alg}`)) ?? []) {
+        const d = digestOrUndefined(`${alg}:${hex}`);
+        if (d !== undefined && (await this.read(paths.referrerLink(name, subject, d))) !== undefined) out.push(d);
+      }
+    }
+    return out.sort((a, b) => byCodeUnit(a.value, b.value));
+  }
+
+  // ----
+
+  /** The digest in a link file; undefined when there is none (or it holds no valid digest). */
+  private async read(path: string): Promise<Digest | undefined> {
+    try {
+      return digestOrUndefined((await this.driver.getContent(path)).toString("utf8").trim());
+    } catch (err) {
+      if (err instanceof PathNotFoundError) return undefined;
+      throw err;
+    }
+  }
+
+  private async remove(path: string): Promise<boolean> {
+    try {
+      await this.driver.delete(path);
+      return true;
+    } catch (err) {
+      if (err instanceof PathNotFoundError) return false;
+      throw err;
+    }
+  }
+
+  /** Names of the direct children of `dir`; undefined when it does not exist. */
+  private async children(dir: string): Promise<string[] | undefined> {
+    try {
+      return (await this.driver.list(dir)).map((p) => p.slice(p.lastIndexOf("/") + 1));
+    } catch (err) {
+      if (err instanceof PathNotFoundError) return undefined;
+      throw err;
+    }
+  }
+}
+
+function encode(d: Digest): Buffer {
+  return Buffer.from(d.value, "utf8");
+}
+
+/** Go's sort.Strings order for ASCII (what the OCI spec calls ASCIIbetical). */
+export function byCodeUnit(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
