@@ -45,6 +45,8 @@ export interface ServeOptions {
   clusterTls?: { ca: string; cert: string; key: string } | undefined;
   /** Serve HTTPS with this certificate and key (-tls-cert, -tls-key: PEM contents, from tlsFromOptions). */
   tls?: { cert: string; key: string } | undefined;
+  /** Node's whole-request limit for this process's listener (Manager's requestTimeoutMs); 0 = none. */
+  requestTimeoutMs?: number;
   historyMs: number;
   /** Who may call (-auth, -allowed-host-paths). */
   auth: AuthSettings;
@@ -98,7 +100,15 @@ export async function serve(opts: ServeOptions, install: (ctx: ServeContext) => 
   // one leader and fenced writes, exactly as on etcd. After a crash the next process leads once the
   // dead one's lease expires (15 s); a clean stop revokes it, so a restart leads at once.
   const elector: Elector = new LeaderElector({ store, key: opts.leaderKey, identity, log, registry });
-  const manager = new Manager({ name: opts.name, http: listen, tls: opts.tls, log, registry, elector });
+  const manager = new Manager({
+    name: opts.name,
+    http: listen,
+    tls: opts.tls,
+    ...(opts.requestTimeoutMs !== undefined ? { requestTimeoutMs: opts.requestTimeoutMs } : {}),
+    log,
+    registry,
+    elector,
+  });
   manager.add(new StoreCompactor({ store, retentionMs: opts.historyMs, log, registry }));
   // Tokens are checked from the store every process shares (docs/security.md); the audit line of
   // every authenticated write is written here, in front of every API of the process.

@@ -49,6 +49,11 @@ export interface ManagerOptions {
   http?: { host?: string; port: number };
   /** Serve HTTPS instead of HTTP with this certificate (its chain may follow) and key, PEM contents. */
   tls?: { cert: string; key: string };
+  /**
+   * Node's limit on receiving one whole request (default its own, 300 s). 0 turns it off: an image
+   * registry takes multi-gigabyte uploads in one request; headers still must arrive in 60 s.
+   */
+  requestTimeoutMs?: number;
   /** Elect a leader before running leader-only runnables (a LeaderElector, on either store). */
   elector?: Elector;
   /** Total time stop() waits for runnables to finish (default 30 s). */
@@ -321,7 +326,10 @@ export class Manager {
     return new Promise((resolve, reject) => {
       const tls = this.opts.tls;
       const base = { fetch: this.app.fetch, hostname, port: http.port };
-      const options = tls ? { ...base, createServer: createHttpsServer, serverOptions: { cert: tls.cert, key: tls.key } } : base;
+      const limits = this.opts.requestTimeoutMs === undefined ? {} : { requestTimeout: this.opts.requestTimeoutMs, headersTimeout: 60_000 };
+      const options = tls
+        ? { ...base, createServer: createHttpsServer, serverOptions: { cert: tls.cert, key: tls.key, ...limits } }
+        : { ...base, serverOptions: limits };
       const server = serve(options, (info: AddressInfo) => {
         this.serverAddress = { host: hostname, port: info.port };
         this.log.info({ ...this.serverAddress, scheme: tls ? "https" : "http" }, "serving");

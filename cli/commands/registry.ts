@@ -117,7 +117,7 @@ export async function run(argv: string[]): Promise<number> {
   let driver: StorageDriver | undefined;
   try {
     return await serve(
-      { name: "registry", web: o.web ?? config.http.addr ?? defaultRegistryWeb, tls, storeUrl, storeConnection, historyMs: o.history, auth, leaderKey: registryLeaderKey, log },
+      { name: "registry", web: o.web ?? config.http.addr ?? defaultRegistryWeb, tls, storeUrl, storeConnection, historyMs: o.history, auth, leaderKey: registryLeaderKey, log, requestTimeoutMs: 0 },
       async (ctx) => {
         driver = await installRegistry(ctx, {
           config,
@@ -588,7 +588,11 @@ class RegistryListener implements Runnable {
     const { tls, log } = this.o;
     return new Promise((resolveListen, reject) => {
       const base = { fetch: this.o.app.fetch, hostname: listen.host, port: listen.port };
-      const options = tls ? { ...base, createServer: createHttpsServer, serverOptions: { cert: tls.cert, key: tls.key } } : base;
+      // No whole-request limit: a layer of gigabytes is one PATCH (headers must still come in 60 s).
+      const limits = { requestTimeout: 0, headersTimeout: 60_000 };
+      const options = tls
+        ? { ...base, createServer: createHttpsServer, serverOptions: { cert: tls.cert, key: tls.key, ...limits } }
+        : { ...base, serverOptions: limits };
       const server = serveHttp(options, (info: AddressInfo) => {
         log.info({ address: { host: listen.host, port: info.port }, scheme: tls ? "https" : "http" }, "registry is serving");
         server.off("error", reject);
