@@ -5,15 +5,27 @@
 // Writes: the API writes desired state through the plain store (any replica accepts requests, as
 // every write is a compare-and-swap); the controller and the node monitor run on the leader only
 // and write through the fenced store, so a deposed leader's late write is refused by the store.
+//
+// Informers: one per prefix in the process. The PodGroup specs and statuses are read by the API and
+// by both controllers, so one informer of each receives and parses every value once and decodes it
+// for all three readers (SharedSpec, SharedStatus); the API reads them through InformerViews.
+import type { Registry } from "prom-client";
 import { fencedStore } from "../adapters/store/fenced.ts";
-import { orchestratorInformers } from "../api/orchestrator/informers.ts";
+import type { Store } from "../adapters/store/store.ts";
+import { cachedStatusOf, InformerView, nodesInformer, storedPodGroupOf, type CachedStatus } from "../api/orchestrator/informers.ts";
 import { createDependsApi } from "../api/orchestrator/depends.ts";
 import { createNodesApi } from "../api/orchestrator/nodes.ts";
 import { createPodGroupApi } from "../api/orchestrator/podgroups.ts";
 import { keys } from "../api/resources/keys.ts";
+import type { StoredPodGroup } from "../api/resources/podgroup.ts";
 import { createDependencyController } from "../controllers/dependency/index.ts";
+import { groupSpecOf, groupStatusOf, type GroupSpecEntry, type GroupStatusEntry } from "../controllers/dependency/stored.ts";
 import { createNodeMonitor } from "../controllers/node/monitor.ts";
 import { createPodGroupController } from "../controllers/podgroup/index.ts";
+import { specOf, statusOf, type ParsedValue, type SpecEntry, type StatusEntry } from "../controllers/podgroup/stored.ts";
+import { Informer } from "../runtime/informer.ts";
+import type { KeyValueLike } from "../runtime/listwatch.ts";
+import { silentLogger, type Logger } from "../runtime/log.ts";
 import type { OrchestratorSettings } from "./orchestrator-options.ts";
 import type { ServeContext } from "./serve.ts";
 
@@ -26,8 +38,11 @@ export function installOrchestrator(ctx: ServeContext, settings: OrchestratorSet
   const registry = manager.registry;
   const fenced = fencedStore(store, () => elector.fence());
 
-  const { nodes, podGroups, podGroupStatuses } = orchestratorInformers(store, { log, registry });
-  manager.addInformer(nodes).addInformer(podGroups).addInformer(podGroupStatuses);
+  const nodes = nodesInformer(store, { log, registry });
+  const { specs, statuses } = sharedPodGroupInformers(store, log, registry);
+  manager.addInformer(nodes).addInformer(specs).addInformer(statuses);
+  const podGroups = new InformerView(specs, (e) => e.api);
+  const podGroupStatuses = new InformerView(statuses, (e) => e.api);
   manager.app.route("/", createPodGroupApi({ store, nodes, podGroups, podGroupStatuses, log, access }));
   manager.app.route("/", createDependsApi({ store, nodes, log, access }));
   manager.app.route("/", createNodesApi({ store, nodes, podGroups, log, access }));
@@ -41,6 +56,7 @@ export function installOrchestrator(ctx: ServeContext, settings: OrchestratorSet
     workers: settings.workers,
     log,
     registry,
+    shared: { specs, statuses },
   });
   for (const informer of controller.informers) manager.addInformer(informer);
   for (const runnable of controller.runnables) manager.add(runnable);
@@ -53,7 +69,82 @@ export function installOrchestrator(ctx: ServeContext, settings: OrchestratorSet
     refreshIntervalMs: settings.refreshIntervalMs,
     log,
     registry,
+    shared: { podGroups: specs, podGroupStatuses: statuses },
   });
   for (const informer of dependencies.informers) manager.addInformer(informer);
   for (const runnable of dependencies.runnables) manager.add(runnable);
+}
+
+/**
+ * A stored PodGroup spec as each of its readers decodes it, from one JSON.parse: the PodGroup
+ * controller's entry (its fields: a spec that fails the schema is kept as `invalid`, never left
+ * out), the Dependency controller's (namespace, version, dependencies) and the API's record
+ * (`api`, the parsed value itself; undefined where the API's own decode would leave it out).
+ */
+export interface SharedSpec extends SpecEntry, GroupSpecEntry {
+  api: StoredPodGroup | undefined;
+}
+
+/** A stored PodGroup status as each of its readers decodes it, from one JSON.parse (see SharedSpec). */
+export interface SharedStatus extends StatusEntry, GroupStatusEntry {
+  api: CachedStatus;
+}
+
+/**
+ * The informers of PodGroup specs and statuses, named as the API's ("podgroups", "podgroup-status")
+ * in logs and metrics. Decoding never throws, so nothing is left out of them: each reader's own
+ * rules decide what it sees (the API's view leaves out what decodeStoredPodGroup rejects, and says so
+ * in the log as its informer did).
+ */
+export function sharedPodGroupInformers(
+  store: Store,
+  log: Logger = silentLogger,
+  registry?: Registry,
+): { specs: Informer<SharedSpec>; statuses: Informer<SharedStatus> } {
+  const specLog = log.child({ informer: "podgroups" });
+  return {
+    specs: new Informer<SharedSpec>({
+      name: "podgroups",
+      source: store,
+      prefix: keys.podGroups,
+      decode: (kv) => decodeSharedSpec(kv, specLog),
+      log,
+      ...(registry && { registry }),
+    }),
+    statuses: new Informer<SharedStatus>({
+      name: "podgroup-status",
+      source: store,
+      prefix: keys.podGroupStatus,
+      decode: decodeSharedStatus,
+      log,
+      ...(registry && { registry }),
+    }),
+  };
+}
+
+export function decodeSharedSpec(kv: KeyValueLike, log: Logger = silentLogger): SharedSpec {
+  const parsed = parse(kv.value);
+  const json = "json" in parsed ? parsed.json : undefined;
+  let api: StoredPodGroup | undefined;
+  try {
+    if ("error" in parsed) throw new SyntaxError(parsed.error);
+    api = storedPodGroupOf(kv.key, json);
+  } catch (e) {
+    log.warn({ err: e, key: kv.key, modRevision: kv.modRevision }, "value does not decode; left out of the API's cache");
+  }
+  return { ...specOf(kv, parsed), ...groupSpecOf(kv.key, json), api };
+}
+
+export function decodeSharedStatus(kv: KeyValueLike): SharedStatus {
+  const parsed = parse(kv.value);
+  const json = "json" in parsed ? parsed.json : undefined;
+  return { ...statusOf(kv, json), ...groupStatusOf(kv.key, json), api: "json" in parsed ? cachedStatusOf(json) : "unreadable" };
+}
+
+function parse(value: string): ParsedValue {
+  try {
+    return { json: JSON.parse(value) as unknown };
+  } catch (e) {
+    return { error: (e as Error).message };
+  }
 }

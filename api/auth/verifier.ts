@@ -10,6 +10,8 @@
 //
 // Only hits are cached. An unknown id is read from the store every time, so a token created a
 // moment ago on another console works at once; concurrent reads of one id share one store call.
+// A token string that verified is remembered for as long as its record is (same `until`), so a
+// repeat within those ttlMs needs no parse and no SHA-256; only its expiry is checked again.
 import type { Store } from "../../adapters/store/store.ts";
 import { systemWallClock, type WallClock } from "../console/clock.ts";
 import { AppRecord, appsPrefix, decodeRecord, TokenRecord, tokenKey } from "../console/records.ts";
@@ -35,6 +37,34 @@ interface Cached<T> {
 
 const maxCachedTokens = 10_000;
 
+/**
+ * The one app set of every caller with none of its own (admin, sync, a user maintaining nothing):
+ * shared, so it must not change; add, delete and clear throw.
+ */
+const noApps: ReadonlySet<string> = frozenEmptySet();
+
+function frozenEmptySet(): ReadonlySet<string> {
+  const set = new Set<string>();
+  const refuse = () => {
+    throw new TypeError("the shared empty app set is read-only");
+  };
+  Object.defineProperties(set, { add: { value: refuse }, delete: { value: refuse }, clear: { value: refuse } });
+  return Object.freeze(set);
+}
+
+/** A token string that verified against its record, kept while that record is cached. */
+interface Verified {
+  tokenId: string;
+  user: string;
+  role: TokenRecord["role"];
+  /** A viewer's granted apps (built once); undefined for the other roles. */
+  grants: ReadonlySet<string> | undefined;
+  /** The record's expiresAt in ms (undefined: never; NaN, never as well, as Date.parse decides). */
+  expiresAt: number | undefined;
+  /** The `until` of the record it was checked against. */
+  until: number;
+}
+
 interface AppIndex {
   names: Set<string>;
   byMaintainer: Map<string, Set<string>>;
@@ -45,7 +75,9 @@ export class TokenVerifier {
   private readonly clock: WallClock;
   private readonly ttlMs: number;
   private readonly tokens = new Map<string, Cached<TokenRecord>>();
-  private readonly tokenReads = new Map<string, Promise<TokenRecord | null>>();
+  /** Keyed by the whole token string (never logged); only tokens that verified. */
+  private readonly verified = new Map<string, Verified>();
+  private readonly tokenReads = new Map<string, Promise<Cached<TokenRecord> | null>>();
   private apps: Cached<AppIndex> | undefined;
   private appsRead: Promise<AppIndex> | undefined;
   /** Bumped by forget(): a read that started before it must not refill the cache. */
@@ -59,27 +91,47 @@ export class TokenVerifier {
 
   /** The caller a token names; throws 401 for anything but a valid, unexpired, stored token. */
   async verify(token: string): Promise<Principal> {
+    const hit = this.verified.get(token);
+    if (hit !== undefined) {
+      const now = this.clock.now();
+      if (hit.until > now) {
+        if (hit.expiresAt !== undefined && hit.expiresAt <= now) throw unauthorized(badTokenMessage);
+        return { tokenId: hit.tokenId, user: hit.user, role: hit.role, apps: hit.grants ?? (await this.appsOf(hit.role, hit.user)) };
+      }
+      this.verified.delete(token);
+    }
     const parts = parseToken(token);
     if (parts === null) throw unauthorized(badTokenMessage);
-    const record = await this.token(parts.id);
+    const generation = this.generation;
+    const cached = await this.token(parts.id);
+    const record = cached?.value ?? null;
     if (record === null || !sameHash(record.hash, hashSecret(parts.secret))) throw unauthorized(badTokenMessage);
-    if (record.expiresAt !== undefined && Date.parse(record.expiresAt) <= this.clock.now()) throw unauthorized(badTokenMessage);
-    return { tokenId: record.id, user: record.user, role: record.role, apps: await this.appsOf(record) };
+    const expiresAt = record.expiresAt !== undefined ? Date.parse(record.expiresAt) : undefined;
+    if (expiresAt !== undefined && expiresAt <= this.clock.now()) throw unauthorized(badTokenMessage);
+    const grants = record.role === "viewer" ? new Set(record.apps ?? []) : undefined;
+    // Remembered only while its record is cached (a record read across a forget() is not).
+    if (generation === this.generation && this.tokens.get(parts.id) === cached) {
+      if (this.verified.size >= maxCachedTokens) this.verified.delete(this.verified.keys().next().value!);
+      this.verified.set(token, { tokenId: record.id, user: record.user, role: record.role, grants, expiresAt, until: cached!.until });
+    }
+    return { tokenId: record.id, user: record.user, role: record.role, apps: grants ?? (await this.appsOf(record.role, record.user)) };
   }
 
   /** Drop everything cached: the console calls it after it changed a token or an app. */
   forget(): void {
     this.generation++;
+    this.verified.clear();
     this.tokens.clear();
     this.tokenReads.clear();
     this.apps = undefined;
     this.appsRead = undefined;
   }
 
-  private async token(id: string): Promise<TokenRecord | null> {
+  /** The record of token `id` (null: none) with the time its cached copy expires. */
+  private async token(id: string): Promise<Cached<TokenRecord> | null> {
     const now = this.clock.now();
     const hit = this.tokens.get(id);
-    if (hit !== undefined && hit.until > now) return hit.value;
+    if (hit !== undefined && hit.until > now) return hit;
     let read = this.tokenReads.get(id);
     if (read === undefined) {
       const generation = this.generation;
@@ -87,11 +139,13 @@ export class TokenVerifier {
         .get(tokenKey(id))
         .then((kv) => {
           const record = kv === null ? null : decodeRecord(TokenRecord, kv.key, kv.value);
-          if (record !== null && generation === this.generation) {
+          if (record === null) return null;
+          const cached = { value: record, until: now + this.ttlMs };
+          if (generation === this.generation) {
             if (this.tokens.size >= maxCachedTokens) this.tokens.delete(this.tokens.keys().next().value!);
-            this.tokens.set(id, { value: record, until: now + this.ttlMs });
+            this.tokens.set(id, cached);
           }
-          return record;
+          return cached;
         })
         .finally(() => {
           if (this.tokenReads.get(id) === read) this.tokenReads.delete(id);
@@ -106,10 +160,10 @@ export class TokenVerifier {
     return (await this.appIndex()).names.has(name);
   }
 
-  private async appsOf(record: TokenRecord): Promise<ReadonlySet<string>> {
-    if (record.role === "viewer") return new Set(record.apps ?? []);
-    if (record.role !== "user") return new Set();
-    return (await this.appIndex()).byMaintainer.get(record.user) ?? new Set();
+  /** The apps of a caller that is not a viewer (a viewer's are its grants). */
+  private async appsOf(role: TokenRecord["role"], user: string): Promise<ReadonlySet<string>> {
+    if (role !== "user") return noApps;
+    return (await this.appIndex()).byMaintainer.get(user) ?? noApps;
   }
 
   /** Every registered app, and maintainer e-mail -> the apps listing it. */

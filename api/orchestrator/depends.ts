@@ -90,7 +90,8 @@ export function createDependsApi(opts: DependsApiOptions): Hono {
     const now = new Date().toISOString();
     const record: StoredDependency = { ...normalised(spec), version: 1, createdAt: now, updatedAt: now };
     await createDependency(store, layout, record);
-    log.info({ dependency: spec.name }, "dependency created");
+    // debug: the audit line of this POST already records the create.
+    log.debug({ dependency: spec.name }, "dependency created");
     return accepted(c, `dependency ${spec.name} stored; its pods are deployed on demand, next to the PodGroup instances that list it`, checkUrlOf(spec.name));
   });
 

@@ -100,7 +100,8 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
     const group = storedForm(spec, new Date().toISOString());
     admit("create", undefined, group, filters);
     reader.wrote(group.name, await createPodGroup(store, group));
-    log.info({ podgroup: group.name, numInstances: group.numInstances }, "podgroup created");
+    // debug: the audit line of this POST already records the create (pino writes synchronously).
+    log.debug({ podgroup: group.name, numInstances: group.numInstances }, "podgroup created");
     return accepted(c, `podgroup ${group.name} accepted; its ${group.numInstances} instance(s) are being deployed`, checkUrlOf(group.name));
   });
 

@@ -91,4 +91,33 @@ describe("TokenVerifier", () => {
     await Promise.all(Array.from({ length: 20 }, () => v.verify(alice.token)));
     expect(gets).toBe(1);
   });
+
+  it("a token that verified is taken as verified while its record is cached, but its expiry is still checked and forget() drops it", async () => {
+    const v = new TokenVerifier({ store, clock, ttlMs: 2000 });
+    const bob = await token("viewer", "bob@example.com", { apps: ["shop"], expiresAt: new Date(now + 1500).toISOString() });
+    const first = await v.verify(bob.token);
+    expect(first).toMatchObject({ tokenId: bob.id, user: "bob@example.com", role: "viewer", apps: new Set(["shop"]) });
+    // Another secret under the same id is checked in full, not taken from the cache.
+    expect(await status(v.verify(`${bob.token.slice(0, 17)}${"A".repeat(43)}`))).toBe(401);
+    now += 1499;
+    expect(await v.verify(bob.token)).toEqual(first);
+    now += 1; // expired, within the 2 s the record is cached
+    expect(await status(v.verify(bob.token))).toBe(401);
+
+    const alice = await token("user", "alice@example.com");
+    await v.verify(alice.token);
+    await store.delete(tokenKey(alice.id));
+    v.forget();
+    expect(await status(v.verify(alice.token))).toBe(401);
+  });
+
+  it("admin and sync tokens share one empty app set, which cannot change", async () => {
+    const v = new TokenVerifier({ store, clock });
+    const admin = await v.verify((await token("admin", "admin")).token);
+    const sync = await v.verify((await token("sync", "secret-sync")).token);
+    expect(admin.apps.size).toBe(0);
+    expect(sync.apps).toBe(admin.apps);
+    expect(() => (admin.apps as Set<string>).add("shop")).toThrow(TypeError);
+    expect(admin.apps.size).toBe(0);
+  });
 });
