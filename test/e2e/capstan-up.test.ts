@@ -1,7 +1,7 @@
 // The real `capstan` binary, as a user runs it: help, usage errors, and `capstan up` on a fresh
 // embedded store against the real engines, serving probes and the orchestrator's API, and stopping
 // cleanly on SIGTERM. (test/e2e/orchestrator.test.ts drives the orchestrator itself.)
-import { spawn, execFile } from "node:child_process";
+import { spawn, execFile, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -25,7 +25,12 @@ async function capstan(args: string[]): Promise<{ code: number; stdout: string; 
 
 describe("capstan command", () => {
   const dirs: string[] = [];
-  afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+  const children: ChildProcess[] = [];
+  afterAll(() => {
+    // A failed assertion must not leave a capstan up driving the shared engines.
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
+    dirs.forEach((d) => rmSync(d, { recursive: true, force: true }));
+  });
 
   it("lists commands, and -h of up lists options with defaults and environment variables", async () => {
     const top = await capstan(["-h"]);
@@ -65,10 +70,11 @@ describe("capstan command", () => {
     const services = loadServices();
     const data = mkdtempSync(join(tmpdir(), "capstan-up-"));
     dirs.push(data);
-    const child = spawn(bin, ["up", "-web", "127.0.0.1:0", "-data", data, "-cluster", services.cluster, "-history", "1m"], {
+    const child = spawn(bin, ["up", "-web", "127.0.0.1:0", "-registry-web", "", "-data", data, "-cluster", services.cluster, "-history", "1m"], {
       stdio: ["ignore", "pipe", "pipe"],
       env: { ...process.env, CAPSTAN_WEB: "" },
     });
+    children.push(child);
     let log = "";
     child.stdout.on("data", (d: Buffer) => (log += d.toString()));
     child.stderr.on("data", (d: Buffer) => (log += d.toString()));
