@@ -8,6 +8,16 @@ export const orchestratorOptionDefs: OptionDef[] = [
   { name: "depends-gc", type: "duration", help: "reclaim a dependency pod once nothing has referenced it for this long", default: "5m" },
   { name: "workers", type: "int", help: "PodGroups reconciled in parallel", default: 8 },
   { name: "node-timeout", type: "duration", help: "a node unreachable this long has its non-stateful instances drifted to other nodes", default: "60s" },
+  {
+    name: "registry-token-file",
+    type: "string",
+    help: "a console access token (role sync recommended) the engines pull -registry-host's images with, as its user; re-read at each pull (capstan up: DATA/controllers-token, made for it)",
+  },
+  {
+    name: "registry-host",
+    type: "string",
+    help: "HOST:PORT of the platform's registry: images whose reference starts with it are pulled with -registry-token-file's token, others anonymously (capstan up: -registry-web's address)",
+  },
 ];
 
 export interface OrchestratorSettings {
@@ -18,7 +28,14 @@ export interface OrchestratorSettings {
   dependsGcMs: number;
   /** -node-timeout: a node unreachable this long gets an auto-drift task. */
   nodeTimeoutMs: number;
+  /** -registry-token-file: the console access token images of registryHost are pulled with. */
+  registryTokenFile?: string;
+  /** -registry-host: the registry (HOST:PORT) registryTokenFile's token is for. */
+  registryHost?: string;
 }
+
+/** `host[:port]` as an image reference starts: a name or IPv4 address, or a bracketed IPv6 one. */
+const registryHostPattern = /^([A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?$/;
 
 /** Settings from options parsed with orchestratorOptionDefs. */
 export function orchestratorSettings(options: Record<string, unknown>): OrchestratorSettings {
@@ -30,5 +47,25 @@ export function orchestratorSettings(options: Record<string, unknown>): Orchestr
   const nodeTimeoutMs = options["node-timeout"] as number;
   // 0 would drift a node's instances away at its first missed answer.
   if (nodeTimeoutMs <= 0) throw new UsageError("-node-timeout: must be more than 0");
-  return { updateWaitMs: options["update-wait"] as number, refreshIntervalMs, workers, dependsGcMs: options["depends-gc"] as number, nodeTimeoutMs };
+  const registryTokenFile = nonEmpty(options["registry-token-file"]);
+  const registryHost = nonEmpty(options["registry-host"]);
+  if (registryHost !== undefined && !registryHostPattern.test(registryHost)) {
+    throw new UsageError(`-registry-host: "${registryHost}" is not HOST[:PORT] (no scheme, no path), e.g. 127.0.0.1:5000`);
+  }
+  if (registryTokenFile !== undefined && registryHost === undefined) {
+    throw new UsageError("-registry-token-file needs -registry-host: the registry whose images the token pulls");
+  }
+  return {
+    updateWaitMs: options["update-wait"] as number,
+    refreshIntervalMs,
+    workers,
+    dependsGcMs: options["depends-gc"] as number,
+    nodeTimeoutMs,
+    ...(registryTokenFile !== undefined && { registryTokenFile }),
+    ...(registryHost !== undefined && { registryHost }),
+  };
+}
+
+function nonEmpty(v: unknown): string | undefined {
+  return typeof v === "string" && v.trim() !== "" ? v.trim() : undefined;
 }

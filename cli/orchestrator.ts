@@ -6,6 +6,11 @@
 // every write is a compare-and-swap); the controller and the node monitor run on the leader only
 // and write through the fenced store, so a deposed leader's late write is refused by the store.
 //
+// Image pulls: one ImagePuller serves both controllers (a node pulls an image once, however many
+// pods wait for it). Images of the platform's registry (-registry-host) are pulled with the console
+// access token in -registry-token-file, as the token's user (looked up like any caller's token, in
+// the store); every other image anonymously.
+//
 // Informers: one per prefix in the process. The PodGroup specs and statuses are read by the API and
 // by both controllers, so one informer of each receives and parses every value once and decodes it
 // for all three readers (SharedSpec, SharedStatus); the API reads them through InformerViews.
@@ -22,6 +27,7 @@ import { createDependencyController } from "../controllers/dependency/index.ts";
 import { groupSpecOf, groupStatusOf, type GroupSpecEntry, type GroupStatusEntry } from "../controllers/dependency/stored.ts";
 import { createNodeMonitor } from "../controllers/node/monitor.ts";
 import { createPodGroupController } from "../controllers/podgroup/index.ts";
+import { ImagePuller, tokenFileCredentials } from "../controllers/shared/image-pull.ts";
 import { specOf, statusOf, type ParsedValue, type SpecEntry, type StatusEntry } from "../controllers/podgroup/stored.ts";
 import { Informer } from "../runtime/informer.ts";
 import type { KeyValueLike } from "../runtime/listwatch.ts";
@@ -48,6 +54,14 @@ export function installOrchestrator(ctx: ServeContext, settings: OrchestratorSet
   manager.app.route("/", createNodesApi({ store, nodes, podGroups, log, access }));
 
   manager.add(createNodeMonitor({ store: fenced, cluster, nodeTimeoutMs: settings.nodeTimeoutMs, log, registry }));
+  const { registryHost, registryTokenFile } = settings;
+  const credentials =
+    registryHost !== undefined && registryTokenFile !== undefined
+      ? tokenFileCredentials({ host: registryHost, file: registryTokenFile, userOf: async (token) => (await ctx.verifier.verify(token)).user })
+      : undefined;
+  if (credentials) log.info({ registry: registryHost, tokenFile: registryTokenFile }, "images of the platform registry are pulled with the service identity's token");
+  const imagePuller = new ImagePuller({ cluster, ...(credentials && { credentials }), log });
+  manager.add(imagePuller);
   const controller = createPodGroupController({
     store: fenced,
     cluster,
@@ -57,6 +71,7 @@ export function installOrchestrator(ctx: ServeContext, settings: OrchestratorSet
     log,
     registry,
     shared: { specs, statuses },
+    imagePuller,
   });
   for (const informer of controller.informers) manager.addInformer(informer);
   for (const runnable of controller.runnables) manager.add(runnable);
@@ -70,6 +85,7 @@ export function installOrchestrator(ctx: ServeContext, settings: OrchestratorSet
     log,
     registry,
     shared: { podGroups: specs, podGroupStatuses: statuses },
+    imagePuller,
   });
   for (const informer of dependencies.informers) manager.addInformer(informer);
   for (const runnable of dependencies.runnables) manager.add(runnable);

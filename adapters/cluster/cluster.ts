@@ -1,7 +1,7 @@
 // The cluster contract: exactly the capabilities the platform spec requires of a cluster manager
 // (node resources; list containers with all/size/filters; create, start, stop with timeout, inspect,
 // remove with force and volumes, rename; events subscribe/unsubscribe; network info; env patch, the
-// latter a pure function in env.ts), addressed per node. Controllers program against this interface
+// latter a pure function in env.ts; image presence and pull), addressed per node. Controllers program against this interface
 // and these shapes, never against dockerode's types: one implementation (DockerCluster) speaks the
 // Docker Engine API, and tests of pure logic can stand in their own.
 //
@@ -259,6 +259,40 @@ export interface Subscription {
 
 export type EventHandler = (event: ClusterEvent) => void;
 
+/**
+ * Registry credentials for a pull, as the engine takes them (its X-Registry-Auth header). The
+ * engine does the registry's token dance itself: it sends username and password as Basic
+ * credentials to the realm the registry's challenge names.
+ */
+export interface RegistryAuth {
+  username: string;
+  password: string;
+  /** The registry, `host[:port]`, e.g. "127.0.0.1:5000". */
+  serveraddress: string;
+}
+
+/** How far a pull has come, summed over the image's layers as the engine reports them. */
+export interface PullProgress {
+  /** Bytes downloaded so far, over the layers whose size the engine reported. */
+  currentBytes: number;
+  /** Their total size (0 until the engine reported one: then no percentage can be told). */
+  totalBytes: number;
+  /** Layers the engine named, and those done (downloaded, or already there). */
+  layers: number;
+  layersDone: number;
+  /** The engine's last status line, e.g. "Downloading", "Extracting", "Pulling fs layer". */
+  status: string;
+}
+
+export interface PullOptions extends CallOptions {
+  /** Credentials for the image's registry; absent = an anonymous pull. */
+  auth?: RegistryAuth;
+  /** Called on every progress line of the engine (often: keep it cheap). */
+  onProgress?: (progress: PullProgress) => void;
+  /** Overrides the pull timeout (DockerClusterOptions.pullTimeoutMs). */
+  timeoutMs?: number;
+}
+
 export interface Cluster {
   /** Node resources of every node, in cluster spec order; an unreachable node is reported as such. */
   nodes(options?: CallOptions): Promise<NodeResources[]>;
@@ -288,4 +322,14 @@ export interface Cluster {
    * directory never is (InvalidRequestError).
    */
   putArchive(ref: ContainerRef, path: string, archive: Buffer, options?: CallOptions): Promise<void>;
+  /** Whether the node's engine has `image` (a reference as a create names it); a read. */
+  hasImage(node: string, image: string, options?: CallOptions): Promise<boolean>;
+  /**
+   * Pulls `image` onto the node (the engine's POST /images/create), always: callers check
+   * hasImage first. A pull is a write: it holds one of the node's write slots for its whole
+   * length, and is bounded by the pull timeout (long: minutes) and the caller's signal. A
+   * reference without a tag or digest pulls `:latest`, never every tag. The registry's refusal
+   * (unknown repository or tag, unauthorized) is the error's message, with the image and node.
+   */
+  pullImage(node: string, image: string, options?: PullOptions): Promise<void>;
 }

@@ -17,12 +17,13 @@ import type {
   ListOptions,
   NetworkInfo,
   NodeResources,
+  PullOptions,
   RemoveOptions,
   StopOptions,
   SubscribeOptions,
   Subscription,
 } from "./cluster.ts";
-import { ClusterError, InvalidRequestError, NotFoundError, NotModifiedError } from "./errors.ts";
+import { ClusterError, EngineError, InvalidRequestError, NotFoundError, NotModifiedError } from "./errors.ts";
 import { Engine, tlsFailure, toClusterError, type EngineLimits, type EngineTls } from "./engine.ts";
 import { watchEvents, type EventSource, type EventStreamOptions } from "./events.ts";
 import {
@@ -37,11 +38,14 @@ import {
   type EngineInfo,
 } from "./mapping.ts";
 import { noopNetworkManager, type NetworkManager } from "./network.ts";
+import { followPull, pullReference, PullTracker } from "./pull.ts";
 import { checkTransport, ClusterSpecError, parseClusterSpec, type ClusterEndpoint } from "./spec.ts";
 
 export interface DockerClusterOptions extends Partial<EngineLimits> {
   /** Grace period stop() allows for when the caller gives none, seconds (the engine's default). */
   defaultStopSeconds?: number;
+  /** Timeout of an image pull once it holds a write slot, ms (default 10 min: pulls are long). */
+  pullTimeoutMs?: number;
   networkManager?: NetworkManager;
   /** Event stream tuning (connect timeout, back-off, line limit, clock, logger). */
   events?: EventStreamOptions;
@@ -80,10 +84,13 @@ export const defaultEngineLimits: EngineLimits = {
   writeTimeoutMs: 30_000,
 };
 
+export const defaultPullTimeoutMs = 600_000;
+
 export class DockerCluster implements Cluster {
   private readonly engines = new Map<string, Engine>();
   private readonly networkManager: NetworkManager;
   private readonly defaultStopSeconds: number;
+  private readonly pullTimeoutMs: number;
   private readonly eventOptions: EventStreamOptions;
 
   constructor(endpoints: ClusterEndpoint[], options: DockerClusterOptions = {}) {
@@ -104,6 +111,8 @@ export class DockerCluster implements Cluster {
     }
     this.networkManager = options.networkManager ?? noopNetworkManager;
     this.defaultStopSeconds = options.defaultStopSeconds ?? 10;
+    this.pullTimeoutMs = options.pullTimeoutMs ?? defaultPullTimeoutMs;
+    if (!(this.pullTimeoutMs > 0)) throw new RangeError(`pullTimeoutMs must be > 0 (got ${this.pullTimeoutMs})`);
     this.eventOptions = { logger: options.logger, ...options.events };
   }
 
@@ -253,6 +262,46 @@ export class DockerCluster implements Cluster {
     });
   }
 
+  async hasImage(node: string, image: string, options: CallOptions = {}): Promise<boolean> {
+    const engine = this.engine(node, "hasImage");
+    checkImageReference(node, image, "hasImage");
+    try {
+      await engine.read({
+        op: "hasImage",
+        ref: image,
+        signal: options.signal,
+        missing: "image",
+        run: (d, signal) => d.getImage(image).inspect({ abortSignal: signal } as Docker.ImageInspectOptions),
+      });
+      return true;
+    } catch (err) {
+      if (err instanceof NotFoundError && err.resource === "image") return false;
+      throw err;
+    }
+  }
+
+  async pullImage(node: string, image: string, options: PullOptions = {}): Promise<void> {
+    const engine = this.engine(node, "pullImage");
+    checkImageReference(node, image, "pullImage");
+    const { fromImage, tag } = pullReference(image);
+    const timeoutMs = options.timeoutMs ?? this.pullTimeoutMs;
+    await engine.write({
+      op: "pullImage",
+      ref: image,
+      signal: options.signal,
+      timeoutMs,
+      // A 404 of a pull is the registry's "no such repository or tag": an image, never a container.
+      missing: "image",
+      run: async (d, signal) => {
+        // The credentials travel in the X-Registry-Auth header (docker-modem), never in the URL.
+        const opts = { fromImage, tag, abortSignal: signal, ...(options.auth && { authconfig: options.auth }) };
+        const stream = (await d.createImage(opts)) as Readable;
+        const tracker = new PullTracker();
+        await followPull(stream, signal, tracker, options.onProgress, (message) => new EngineError(`pullImage ${image} on ${node}: ${message}`, node, image, "pullImage", 500));
+      },
+    });
+  }
+
   subscribe(handler: EventHandler, options: SubscribeOptions = {}): Subscription {
     const names = options.nodes ?? this.nodeNames;
     const sources = names.map((n) => this.eventSource(this.engine(n, "subscribe")));
@@ -295,5 +344,12 @@ export class DockerCluster implements Cluster {
     const e = this.engines.get(node);
     if (!e) throw new NotFoundError(`unknown node ${JSON.stringify(node)} (known: ${this.nodeNames.join(", ")})`, node, undefined, op, "node");
     return e;
+  }
+}
+
+/** An image reference the engine can be asked about: not empty, no blanks, no query or path tricks. */
+function checkImageReference(node: string, image: string, op: string): void {
+  if (image === "" || /[\s?#]/.test(image) || image.startsWith("/") || image.includes("..")) {
+    throw new InvalidRequestError(`not an image reference: ${JSON.stringify(image)}`, node, image, op);
   }
 }

@@ -31,7 +31,7 @@ export interface EngineTls {
 }
 
 export interface EngineLimits {
-  /** Concurrent writes (create, start, stop, remove, rename) on this engine. */
+  /** Concurrent writes (create, start, stop, remove, rename, image pull) on this engine. */
   writeConcurrency: number;
   /** Timeout of a read (list, inspect, info), ms. */
   readTimeoutMs: number;
@@ -46,6 +46,8 @@ export interface Call<T> {
   ref?: string;
   /** Overrides the read or write timeout. */
   timeoutMs?: number;
+  /** What a 404 means (default: an image when the engine says "no such image", else the container). */
+  missing?: "container" | "image";
   signal?: AbortSignal | undefined;
   run(docker: Docker, signal: AbortSignal): Promise<T>;
 }
@@ -122,7 +124,7 @@ export class Engine {
       return await call.run(this.docker, ac.signal);
     } catch (err) {
       if (caller?.aborted && !timedOut) throw caller.reason;
-      throw toClusterError(err, this.node, call.ref, call.op, timedOut ? timeoutMs : undefined);
+      throw toClusterError(err, this.node, call.ref, call.op, timedOut ? timeoutMs : undefined, call.missing);
     } finally {
       clearTimeout(timer);
       caller?.removeEventListener("abort", onAbort);
@@ -146,7 +148,14 @@ interface ModemError {
  * one is a transport failure (refused, reset, timed out: the engine is unavailable) when it carries
  * a system error code or is our abort; anything else is a bug of ours and is rethrown unchanged.
  */
-export function toClusterError(err: unknown, node: string, ref: string | undefined, op: string, timedOutAfterMs?: number): unknown {
+export function toClusterError(
+  err: unknown,
+  node: string,
+  ref: string | undefined,
+  op: string,
+  timedOutAfterMs?: number,
+  missing?: "container" | "image",
+): unknown {
   if (err instanceof ClusterError) return err;
   const e = (typeof err === "object" && err !== null ? err : {}) as ModemError;
   const what = ref === undefined ? `${op} on ${node}` : `${op} ${ref} on ${node}`;
@@ -157,7 +166,7 @@ export function toClusterError(err: unknown, node: string, ref: string | undefin
     const msg = `${what}: ${engineMessage(e)}`;
     switch (e.statusCode) {
       case 404:
-        return new NotFoundError(msg, node, ref, op, /no such image/i.test(msg) ? "image" : "container", err);
+        return new NotFoundError(msg, node, ref, op, missing ?? (/no such image/i.test(msg) ? "image" : "container"), err);
       case 409:
         return new ConflictError(msg, node, ref, op, err);
       case 304:
@@ -223,5 +232,7 @@ export function tlsFailure(err: unknown): string | undefined {
 function engineMessage(e: ModemError): string {
   const j = e.json;
   if (typeof j === "object" && j !== null && "message" in j && typeof j.message === "string") return j.message;
-  return typeof e.message === "string" ? e.message : `HTTP ${String(e.statusCode)}`;
+  if (typeof e.message !== "string") return `HTTP ${String(e.statusCode)}`;
+  // A streaming call (a pull) carries no json: the engine's words follow dockerode's prefix.
+  return /^\(HTTP code \d+\) [^-]* - ([\s\S]+)$/.exec(e.message)?.[1]?.trim() || e.message;
 }

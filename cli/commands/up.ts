@@ -10,14 +10,23 @@
 // 127.0.0.1:5000; its /v2/ would collide with the secrets service's): filesystem storage in
 // DATA/registry, token auth from the store key this console publishes (./registry.ts).
 //
+// The controllers pull the registry's images as a service identity of the console: at start up
+// makes (or reuses) a sync token for user capstan-controllers, kept in DATA/controllers-token
+// (0600), and gives the orchestrator that file and -registry-web's address as -registry-token-file
+// and -registry-host (either option given explicitly wins; docs/registry.md, "How the platform
+// pulls").
+//
 // The leader key is the orchestrator's: `capstan up` and `capstan orchestrator` processes sharing
 // one etcd then elect a single leader between them, instead of both running the controllers.
+import { hostname } from "node:os";
 import { join } from "node:path";
+import { controllersTokenUser, ensureServiceToken } from "../../api/console/service-token.ts";
 import { createLogger } from "../../runtime/log.ts";
 import { consoleSettings, installConsole } from "../console.ts";
 import { orchestratorOptionDefs, orchestratorSettings } from "../orchestrator-options.ts";
 import { installOrchestrator, orchestratorLeaderKey } from "../orchestrator.ts";
 import { authFromOptions, authOptionDefs } from "../auth-options.ts";
+import { parseListenAddress } from "../listen.ts";
 import { parseArgs, usage, type OptionDef } from "../options.ts";
 import { installSecrets } from "../secrets.ts";
 import { defaultRegistryWeb, installUpRegistry, upRegistryCertFile, upRegistryRealm } from "./registry.ts";
@@ -48,14 +57,22 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   const o = args.options as { web: string; data: string; store?: string; cluster: string; history: number; "admin-token-file"?: string; "registry-web"?: string };
-  const settings = orchestratorSettings(args.options);
+  const registryWeb = o["registry-web"] ?? defaultRegistryWeb;
+  // The controllers' registry credentials: up's own registry and a token made for them, unless given.
+  const registryHost = nonEmpty(args.options["registry-host"]) ?? upRegistryHost(registryWeb);
+  const ownToken = nonEmpty(args.options["registry-token-file"]) === undefined && registryHost !== undefined;
+  const controllersTokenFile = join(o.data, "controllers-token");
+  const settings = orchestratorSettings({
+    ...args.options,
+    ...(registryHost !== undefined && { "registry-host": registryHost }),
+    ...(ownToken && { "registry-token-file": controllersTokenFile }),
+  });
   const tls = tlsFromOptions(args.options);
   const consoleConf = consoleSettings({
     "admin-token-file": o["admin-token-file"] ?? join(o.data, "admin-token"),
     "registry-cert": upRegistryCertFile(o.data),
     "registry-realm": upRegistryRealm(o.web, tls !== undefined),
   });
-  const registryWeb = o["registry-web"] ?? defaultRegistryWeb;
   return serve(
     {
       name: "capstan",
@@ -71,10 +88,36 @@ export async function run(argv: string[]): Promise<number> {
       log: createLogger("capstan"),
     },
     async (ctx) => {
+      if (ownToken) {
+        const t = await ensureServiceToken({ store: ctx.store, file: controllersTokenFile, user: controllersTokenUser, role: "sync" });
+        ctx.log.info({ tokenId: t.tokenId, user: controllersTokenUser, file: controllersTokenFile, created: t.created }, "controllers' registry token ready");
+      }
       installOrchestrator(ctx, settings);
       await installConsole(ctx, consoleConf);
       installSecrets(ctx);
       if (registryWeb !== "") await installUpRegistry(ctx, { data: o.data, web: registryWeb, explicit: o["registry-web"] !== undefined, tls });
     },
   );
+}
+
+function nonEmpty(v: unknown): string | undefined {
+  return typeof v === "string" && v.trim() !== "" ? v.trim() : undefined;
+}
+
+/**
+ * The registry host images of up's own registry are named by: -registry-web's address (an
+ * every-interface listener by this machine's host name, as the registry's realm is). Undefined
+ * when up runs no registry, or listens on port 0 (its port is not known before it listens).
+ */
+function upRegistryHost(web: string): string | undefined {
+  if (web === "") return undefined;
+  let listen: { host: string; port: number };
+  try {
+    listen = parseListenAddress(web, "-registry-web");
+  } catch {
+    return undefined; // installUpRegistry names the problem
+  }
+  if (listen.port === 0) return undefined;
+  const host = listen.host === "0.0.0.0" || listen.host === "::" ? hostname() : listen.host;
+  return `${host.includes(":") ? `[${host}]` : host}:${listen.port}`;
 }

@@ -24,6 +24,7 @@ import type { Runnable } from "../../runtime/manager.ts";
 import { informerSource } from "../../runtime/source.ts";
 import { labelKeys } from "./naming.ts";
 import { restartBackoff, type RestartBackoff } from "../shared/backoff.ts";
+import { ImagePuller } from "../shared/image-pull.ts";
 import { statusSource } from "../shared/status-records.ts";
 import { DependencyReconciler } from "./reconciler.ts";
 import { ReferenceIndex, referenceSource } from "./reference-index.ts";
@@ -59,12 +60,17 @@ export interface DependencyControllerOptions {
    * in `informers`: whoever made them adds them to the manager.
    */
   shared?: { podGroups?: Informer<GroupSpecEntry>; podGroupStatuses?: Informer<GroupStatusEntry> };
+  /**
+   * Pulls missing images before pods are created (cli/orchestrator.ts shares one with the PodGroup
+   * controller). Absent: one of its own, anonymous, in `runnables`; a given one is run by its maker.
+   */
+  imagePuller?: ImagePuller;
 }
 
 export interface DependencyController {
   /** Add each with manager.addInformer() (the shared ones are not here). */
   informers: Informer<unknown>[];
-  /** Add each with manager.add(): the container cache, then the controller. */
+  /** Add each with manager.add(): the container cache, the image puller (unless given), then the controller. */
   runnables: Runnable[];
   cache: ContainerCache;
   controller: Controller;
@@ -107,6 +113,7 @@ export function createDependencyController(opts: DependencyControllerOptions): D
     registry,
   });
   const references = new ReferenceIndex();
+  const images = opts.imagePuller ?? new ImagePuller({ cluster: opts.cluster, log });
   const reconciler = new DependencyReconciler({
     store: opts.store,
     cluster: opts.cluster,
@@ -123,6 +130,7 @@ export function createDependencyController(opts: DependencyControllerOptions): D
     random: Math.random,
     clock,
     callTimeoutMs: 15_000,
+    images,
   });
   const controller = new Controller({
     name: "dependency",
@@ -150,7 +158,7 @@ export function createDependencyController(opts: DependencyControllerOptions): D
     informers: [specs, statuses, groups, groupStatuses].filter(
       (i) => i !== opts.shared?.podGroups && i !== opts.shared?.podGroupStatuses,
     ) as Informer<unknown>[],
-    runnables: [cache, controller],
+    runnables: [cache, ...(opts.imagePuller ? [] : [images]), controller],
     cache,
     controller,
     references,

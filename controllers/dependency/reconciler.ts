@@ -32,6 +32,9 @@
 //   every create of ours is recorded in it, so waiting for it would only block the removal.
 // - D5 the status is written only when it changed, with compare-and-swap on its modRevision; the
 //   pass waits for the status informer to reflect its own last write before reading it again.
+// - D7 a pod is created only once its images are on its node: a missing one is pulled first
+//   (../shared/image-pull.ts, in the background; the pod is pending with the pull's progress as its
+//   lastError until it is done; a failed pull is a failed deploy, with back-off).
 import PQueue from "p-queue";
 import type { CachedContainer, ContainerCache } from "../../adapters/cluster/container-cache.ts";
 import {
@@ -54,6 +57,7 @@ import { inspectAll, stopAndRemove, sweepNode, type ContainerOpsContext } from "
 import { containerStatus, needsDetails, pausedError, podContainersState, stoppedPod } from "../shared/containers.ts";
 import { ForeignContainerError, StatusConflictError } from "../shared/errors.ts";
 import { currentFormat } from "../shared/format.ts";
+import { pullRecheckMs, type ImagePuller } from "../shared/image-pull.ts";
 import { settleAll } from "../shared/settle.ts";
 import { readOwnStatus, writeStatusIfChanged } from "../shared/status-records.ts";
 import { filtersFor, killTimeoutOf, planContainer } from "./container-spec.ts";
@@ -91,6 +95,8 @@ export interface DependencyReconcilerOptions {
   random: () => number;
   clock: Clock;
   callTimeoutMs: number;
+  /** Pulls missing images before a pod is created (D7). */
+  images: Pick<ImagePuller, "ensureImages">;
 }
 
 interface Memory {
@@ -212,6 +218,8 @@ class Pass {
   private readonly records = new Map<string, SlotRecord>();
   private readonly wakeups: number[] = [];
   private readonly notes: string[] = [];
+  /** Slots whose pod waits for an image pull (D7), with its progress shown as lastError. */
+  private readonly pulling = new Map<string, string>();
   private statusEntry: StatusEntry | undefined;
 
   constructor(
@@ -481,6 +489,17 @@ class Pass {
       if (!node) throw new Error(`node ${slot.node} is not in the cluster`);
       const filters = filtersFor(parsePlacementFilters(spec.filters ?? []));
       if (!matchesFilters(node, filters)) throw new Error(`node ${slot.node} does not match the dependency's filters (${(spec.filters ?? []).join(", ")})`);
+      // D7: the images first.
+      const images = await this.o.images.ensureImages(slot.node, indexes.map((k) => spec.containers[k]!.image), `dependency/${this.name}/${key}`, this.signal);
+      if (images.kind === "pulling") {
+        this.pulling.set(key, images.message);
+        this.wakeAt(this.now + pullRecheckMs);
+        return;
+      }
+      if (images.kind === "failed") {
+        this.fail(key, images.message, "deploy");
+        return;
+      }
       for (const k of indexes) {
         const plan = planContainer(spec, slot, k);
         try {
@@ -610,6 +629,11 @@ class Pass {
       } else {
         state = podContainersState(podContainers(kept).map((o) => o.c));
         if (state === "running" && kept.version === version) lastError = "";
+      }
+      const pull = this.pulling.get(key);
+      if (pull !== undefined) {
+        lastError = pull;
+        if (!kept && (state === "missing" || state === "failed")) state = "pending";
       }
       const p: DependencyPodStatus = {
         node: slot.node,

@@ -31,6 +31,7 @@ import { PassesInFlight } from "./passes.ts";
 import { DriftTaskReconciler } from "./drift-tasks.ts";
 import { PodGroupReconciler } from "./reconciler.ts";
 import { restartBackoff, type RestartBackoff } from "../shared/backoff.ts";
+import { ImagePuller } from "../shared/image-pull.ts";
 import { statusSource } from "../shared/status-records.ts";
 import { decodeSecretMarker, defaultSecretMarkerPrefix } from "./secret-marker.ts";
 import { decodeSpec, decodeStatus, decodeTask, layout, type SpecEntry, type StatusEntry, type TaskEntry } from "./stored.ts";
@@ -65,12 +66,18 @@ export interface PodGroupControllerOptions {
    * `informers`: whoever made them adds them to the manager.
    */
   shared?: { specs?: Informer<SpecEntry>; statuses?: Informer<StatusEntry> };
+  /**
+   * Pulls missing images before pods are created (shared with the Dependency controller in
+   * cli/orchestrator.ts, with the platform registry's credentials). Absent: one of its own,
+   * anonymous, in `runnables`; a given one is run by whoever made it.
+   */
+  imagePuller?: ImagePuller;
 }
 
 export interface PodGroupController {
   /** Add each with manager.addInformer(): podgroups and podgroup-status (unless shared), tasks, Secret-sync markers. */
   informers: Informer<unknown>[];
-  /** Add each with manager.add(): the container caches (PodGroup pods, dependency pods), then the controllers. */
+  /** Add each with manager.add(): the container caches (PodGroup pods, dependency pods), the image puller (unless given), then the controllers. */
   runnables: Runnable[];
   /** The container watch cache (also a Runnable in `runnables`), for tests and other readers. */
   cache: ContainerCache;
@@ -132,6 +139,7 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
   });
   const nodes = new NodeView(opts.cluster, cache, clock);
   const passes = new PassesInFlight();
+  const images = opts.imagePuller ?? new ImagePuller({ cluster: opts.cluster, log });
   const reconciler = new PodGroupReconciler({
     store: opts.store,
     cluster: opts.cluster,
@@ -143,6 +151,7 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
     passes,
     dependencyReservations: new DependencyReservations(dependencyCache, opts.cluster, log),
     secretMarker: (id) => markers.get(`${markers.prefix}${id}`),
+    images,
     layout: keys,
     updateWaitMs,
     refreshIntervalMs,
@@ -193,7 +202,7 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
 
   return {
     informers: [specs, statuses, tasks, markers].filter((i) => i !== opts.shared?.specs && i !== opts.shared?.statuses) as Informer<unknown>[],
-    runnables: [cache, dependencyCache, controller, driftController],
+    runnables: [cache, dependencyCache, ...(opts.imagePuller ? [] : [images]), controller, driftController],
     cache,
     controller,
     driftController,

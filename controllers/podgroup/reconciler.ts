@@ -31,6 +31,10 @@
 // - R9 a created container whose spec lists secretFiles is not started before Secret-sync's marker
 //   says they are installed (secret-marker.ts); a restart of an exited one does not wait, since
 //   the files are already in it and Secret-sync keeps them current.
+// - R11 a pod is created on a node only once its images are there: a missing one is pulled first
+//   (../shared/image-pull.ts, in the background; the pod is pending, its lastError the pull's
+//   progress, until it is done; a failed pull is a failed deploy). A drift move pulls on the new
+//   node BEFORE it removes the pod on `from`.
 import PQueue from "p-queue";
 import type { ContainerCache, CachedContainer } from "../../adapters/cluster/container-cache.ts";
 import {
@@ -71,6 +75,7 @@ import { inspectAll, stopAndRemove, sweepNode, type ContainerOpsContext } from "
 import { needsDetails, pausedError, stoppedPod } from "../shared/containers.ts";
 import { ForeignContainerError, StatusConflictError } from "../shared/errors.ts";
 import { settleAll } from "../shared/settle.ts";
+import { pullRecheckMs, type ImagePuller } from "../shared/image-pull.ts";
 import { countExit, countFailure } from "../shared/restart.ts";
 import { secretsNotReady, type SecretMarkerEntry } from "./secret-marker.ts";
 import { readOwnStatus, writeStatusIfChanged } from "../shared/status-records.ts";
@@ -102,6 +107,8 @@ export interface ReconcilerOptions {
   passes: PassesInFlight;
   /** Secret-sync's marker of a container, by container id (from the markers informer). */
   secretMarker: (containerId: string) => SecretMarkerEntry | undefined;
+  /** Pulls missing images before a pod is created (R11). */
+  images: Pick<ImagePuller, "ensureImages">;
   layout: Layout;
   updateWaitMs: number;
   refreshIntervalMs: number;
@@ -259,6 +266,8 @@ class Pass {
   private halted: string | undefined;
   /** Instances whose created pod waits for its secret files (R9), with the reason shown as lastError. */
   private readonly waitingForSecrets = new Map<number, string>();
+  /** Instances whose pod waits for an image pull (R11), with its progress shown as lastError. */
+  private readonly pulling = new Map<number, string>();
   private statusEntry: StatusEntry | undefined;
 
   constructor(
@@ -550,6 +559,15 @@ class Pass {
     // Every copy of the instance is older than the move (drift() checked): all go. One on an
     // unreachable node stays until it answers (R5), an extra by then.
     const old = v ? instanceContainers(v).map((o) => o.c).filter((c) => this.reachable(c.node)) : [];
+    const all = Array.from({ length: spec.pod.containers.length }, (_, k) => k);
+    try {
+      // R11: the images are pulled on the new node while the old pod still runs.
+      if (!(await this.imagesReady(spec, instance, node, all))) return;
+    } catch (e) {
+      if (this.signal.aborted) throw e;
+      this.fail(instance, `drift: ${deployError(e, node)}`, "deploy");
+      return;
+    }
     try {
       await stopAndRemove(this.ops, old, killTimeoutOf(spec.pod));
     } catch (e) {
@@ -557,7 +575,7 @@ class Pass {
       this.fail(instance, `drift: cannot remove the pod on ${move.from}: ${(e as Error).message}`, "deploy");
       return;
     }
-    await this.deployPod(spec, instance, node, Array.from({ length: spec.pod.containers.length }, (_, k) => k), move.drift);
+    await this.deployPod(spec, instance, node, all, move.drift);
     const kept = this.view.instances.get(instance)?.kept;
     if (kept && kept.drift >= move.drift) {
       const { move: _done, ...rest } = this.record(instance);
@@ -704,6 +722,7 @@ class Pass {
     const { cluster, cache } = this.o;
     let stage: "deploy" | "start" = "deploy";
     try {
+      if (!(await this.imagesReady(spec, instance, node, indexes))) return; // R11
       for (const k of indexes) {
         const plan = planContainer(spec, instance, k, drift);
         try {
@@ -738,6 +757,24 @@ class Pass {
       if (this.signal.aborted) throw e;
       this.fail(instance, deployError(e, node), stage);
     }
+  }
+
+  /**
+   * R11: true when the images of containers `indexes` are on `node`. Otherwise the missing ones
+   * are being pulled (the instance is reported pending with the pull's progress, and looked at
+   * again shortly), or their pull failed (a failed deploy: back-off, then a fresh pull).
+   */
+  private async imagesReady(spec: StoredPodGroup, instance: number, node: string, indexes: number[]): Promise<boolean> {
+    const images = indexes.map((k) => spec.pod.containers[k]!.image);
+    const s = await this.o.images.ensureImages(node, images, `podgroup/${this.name}/${instance}`, this.signal);
+    if (s.kind === "ready") return true;
+    if (s.kind === "pulling") {
+      this.pulling.set(instance, s.message);
+      this.wakeAt(this.now + pullRecheckMs);
+    } else {
+      this.fail(instance, s.message, "deploy");
+    }
+    return false;
   }
 
   /**
@@ -903,6 +940,7 @@ class Pass {
       nodeAddress: (n) => this.o.nodes.address(n),
       ...(this.halted !== undefined && { halted: this.halted }),
       waitingForSecrets: this.waitingForSecrets,
+      pulling: this.pulling,
       notes: this.notes,
       now: this.o.now(),
     });

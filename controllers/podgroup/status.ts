@@ -2,11 +2,12 @@
 // whatever the store held before (even garbage) does not leak into it, except the controller's
 // own bookkeeping (internal) and what cannot be observed while a node is unreachable. Pure.
 //
-// Pod states: running (every container up), pending (created, not started yet), exited (stopped
-// with code 0, not restarted), failed (non-zero exit, waiting for a restart, deploy error, name
-// taken by a foreign container, paused), missing (no container: about to be deployed, or waiting
-// for its node), upgrading (the instance a spec update is replacing), drifting (moving to another
-// node for a drift task; driftCount counts the moves done), removed (being removed).
+// Pod states: running (every container up), pending (created, not started yet; or not created yet
+// while its image is pulled), exited (stopped with code 0, not restarted), failed (non-zero exit,
+// waiting for a restart, deploy error or failed image pull, name taken by a foreign container,
+// paused), missing (no container: about to be deployed, or waiting for its node), upgrading (the
+// instance a spec update is replacing), drifting (moving to another node for a drift task;
+// driftCount counts the moves done), removed (being removed).
 // Group states, first match wins: removing, failed (a pod failed or the rollout halted), updating
 // (a pod runs an older version), scaling (pods beyond numInstances still exist, or pods are
 // missing), pending (nothing runs yet), degraded (some pods do not run, or their node is
@@ -27,6 +28,8 @@ export interface StatusInput {
   nodeAddress: (node: string) => string;
   /** Created pods held back until their secret files are installed, with why (shown as lastError). */
   waitingForSecrets?: ReadonlyMap<number, string>;
+  /** Pods waiting for an image pull on their node, with its progress (shown as lastError; a pod not yet created is pending). */
+  pulling?: ReadonlyMap<number, string>;
   /** Why the rollout does not proceed, if it does not. */
   halted?: string;
   /** Group-level problems (unplaceable containers, a node that must confirm a removal, ...). */
@@ -81,6 +84,11 @@ export function buildStatus(i: StatusInput): PodGroupStatus {
       if (state === "pending" && waiting !== undefined) lastError = waiting;
       if (state === "running" && i.internal.rollout?.instance === instance) state = "upgrading";
       if (state === "running" && kept.version === version) lastError = "";
+    }
+    const pull = instance < n ? i.pulling?.get(instance) : undefined;
+    if (pull !== undefined) {
+      lastError = pull;
+      if (!kept && (state === "missing" || state === "failed")) state = "pending";
     }
     const pod: PodStatus = {
       instanceNo: instance,
