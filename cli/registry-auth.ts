@@ -41,6 +41,10 @@ export class RegistryAuthSettings implements Runnable {
       bundle: CertBundleFile | undefined;
       log: Logger;
       retryMs?: number;
+      /** Token auth may be off (every request allowed): only on a loopback listener. */
+      openAllowed: boolean;
+      /** The listen address, for messages. */
+      web: string;
     },
   ) {}
 
@@ -53,9 +57,14 @@ export class RegistryAuthSettings implements Runnable {
         if (problem) throw new UsageError(`${configFile}: auth.token.rootcertbundle: ${problem}`);
         log.info({ realm: config.realm, issuer: config.issuer, service: config.service, rootCertBundle: bundle.path }, "registry token auth on (config auth.token)");
       } else {
-        log.warn(
-          config ? "registry token auth off: auth.token has no realm, issuer and service, and without -store no store key provides them" : "registry token auth off: the config has no auth.token; every request is allowed",
-        );
+        const why = config ? "auth.token has no realm, issuer and service, and without -store no store key provides them" : "the config has no auth.token";
+        if (!this.o.openAllowed) {
+          throw new UsageError(
+            `${configFile}: no token auth (${why}), and the registry listens on ${this.o.web}, which other machines can reach: ` +
+              "configure auth.token (realm, issuer, service, rootcertbundle) or run with -store and a console, or listen on 127.0.0.1",
+          );
+        }
+        log.warn(`registry token auth off: ${why}; every request is allowed (loopback listener only)`);
       }
       return;
     }
@@ -74,7 +83,9 @@ export class RegistryAuthSettings implements Runnable {
         : this.o.config?.realm !== undefined
           ? { realm: this.o.config.realm, issuer: this.o.config.issuer!, service: this.o.config.service! }
           : undefined;
-    if (!ris) return undefined;
+    // Off on a listener other machines reach (the store key missing or broken): refuse every token
+    // rather than allow every request.
+    if (!ris) return this.o.openAllowed ? undefined : { realm: "", issuer: "", service: "", rootCertBundle: "" };
     const pem = this.o.bundle?.text;
     if (pem === undefined && !this.warnedNoBundle) {
       this.warnedNoBundle = true;
@@ -161,6 +172,7 @@ export class RegistryAuthSettings implements Runnable {
     const first = this.lastState === "";
     this.lastState = state;
     if (next) log.info({ ...next, key: registryAuthKey }, "registry token auth on (store key)");
+    else if (!this.o.openAllowed) log.error({ key: registryAuthKey, address: this.o.web }, `registry token auth has no settings: ${why}; every request is refused (the listener is not loopback)`);
     else if (first && value === undefined) log.warn({ key: registryAuthKey }, `registry token auth off: ${why}; every request is allowed`);
     else log.warn({ key: registryAuthKey }, `registry token auth off: ${why}; every request is allowed from now on`);
   }

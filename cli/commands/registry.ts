@@ -38,7 +38,7 @@ import { untilAborted } from "../../runtime/aborted.ts";
 import type { Runnable } from "../../runtime/manager.ts";
 import { RootDirectoryInUseError, RootDirectoryLock, RootDirectoryLockError } from "../../adapters/blobstore/root-lock.ts";
 import { CertBundleFile, RegistryAuthSettings, registryAuthKey } from "../registry-auth.ts";
-import { authFromOptions, authOptionDefs } from "../auth-options.ts";
+import { authFromOptions, authOptionDefs, isLoopbackHost } from "../auth-options.ts";
 import { parseListenAddress } from "../listen.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
 import { historyOption, serve, webOption, type ServeContext } from "../serve.ts";
@@ -121,6 +121,7 @@ export async function run(argv: string[]): Promise<number> {
           config,
           configFile: o.config!,
           authFrom: o.store !== undefined ? "store" : "config",
+          web: o.web ?? config.http.addr ?? defaultRegistryWeb,
           ...(lock ? { lock } : {}),
         });
       },
@@ -226,6 +227,12 @@ export interface RegistryInstallOptions {
   authFrom: "store" | "config";
   /** The filesystem root's lock, already taken: kept fresh while the process runs. */
   lock?: RootDirectoryLock;
+  /**
+   * The address the registry API listens on. Token auth may be off only on a loopback address (no
+   * listener without auth outside loopback, docs/security.md): elsewhere a config without token auth
+   * refuses to start, and a missing store key refuses every request instead of allowing it.
+   */
+  web: string;
   /** Serve on a listener of its own (capstan up) instead of the manager's app. */
   listener?: { web: string; tls?: ServerTls; /** The address was not chosen: when it is taken, run without the registry. */ optional?: boolean };
 }
@@ -237,7 +244,7 @@ export async function installRegistry(ctx: ServeContext, o: RegistryInstallOptio
   const driver = openDriver(o.config.storage, o.configFile);
   const bundlePath = o.config.tokenAuth?.rootCertBundle;
   const bundle = bundlePath === undefined ? undefined : new CertBundleFile(bundlePath, log);
-  const settings = new RegistryAuthSettings({ from: o.authFrom, store, config: o.config.tokenAuth, bundle, log });
+  const settings = new RegistryAuthSettings({ from: o.authFrom, store, config: o.config.tokenAuth, bundle, log, openAllowed: isLoopbackHost(parseListenAddress(o.web).host), web: o.web });
   await settings.init(o.configFile);
   const api = createRegistryApi({ driver, deleteEnabled: o.config.deleteEnabled, authorizer: tokenAuthorizer(() => settings.current()), log });
   const headers = responseHeaders(o.config.http.headers);
@@ -285,6 +292,7 @@ export async function installUpRegistry(ctx: ServeContext, o: { data: string; we
     config: { storage: { driver: "filesystem", rootDirectory: root }, deleteEnabled: true, tokenAuth: { rootCertBundle: upRegistryCertFile(o.data) }, http: { headers: {} } },
     configFile: "capstan up",
     authFrom: "store",
+    web: o.web,
     lock,
     listener: { web: o.web, ...(o.tls ? { tls: o.tls } : {}), optional: !o.explicit },
   });

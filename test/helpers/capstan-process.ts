@@ -30,7 +30,8 @@ export async function startCapstan(name: string, args: string[], env: NodeJS.Pro
   const deadline = Date.now() + 30_000;
   let url = "";
   while (!url && Date.now() < deadline && child.exitCode === null) {
-    const m = new RegExp(`"address":\\{"host":"127\\.0\\.0\\.1","port":(\\d+)\\}[^\\n]*"msg":"${upName} is up"`).exec(log);
+    // Any listen host (127.0.0.1, or 0.0.0.0 for a test of a wildcard listener): it is reached on loopback.
+    const m = new RegExp(`"address":\\{"host":"[^"]*","port":(\\d+)\\}[^\\n]*"msg":"${upName} is up"`).exec(log);
     if (m) url = `http://127.0.0.1:${m[1]}`;
     else await new Promise((r) => setTimeout(r, 100));
   }

@@ -116,6 +116,20 @@ describe("capstan registry", () => {
     expect((await fetch(`${second.url}/v2/`)).status).toBe(200);
   });
 
+  it("never serves without token auth on an address other machines reach", async () => {
+    // A config without auth.token listening on every interface: refused at start, saying why.
+    const open = await runToExit(["registry", "-web", "0.0.0.0:0", "-config", writeConfig("open", join(dir, "root-open"))]);
+    expect(open.code).toBe(2);
+    expect(open.output).toContain("no token auth");
+    expect(open.output).toContain("listen on 127.0.0.1");
+    // With -store and no key yet: it starts, and refuses every request until the console publishes.
+    pki ??= await makePki();
+    const config = writeConfig("closed", join(dir, "root-closed"), `auth:\n  token:\n    rootcertbundle: ${pki.ca}\n`);
+    const reg = await registry(["-web", "0.0.0.0:0", "-config", config, "-store", `sqlite://${join(dir, "closed.db")}`]);
+    expect((await base(reg.url)).status).toBe(401);
+    expect(reg.log()).toContain("every request is refused (the listener is not loopback)");
+  });
+
   it("with -store, turns token auth on and off from the store key while it runs", async () => {
     pki ??= await makePki();
     const storePath = join(dir, "toggle.db");
