@@ -1,5 +1,6 @@
 // The orchestrator's own options (DESIGN.md section 7), shared by `capstan orchestrator` and
 // `capstan up`, and the settings the assembly takes from them.
+import { readPemOption } from "./option-files.ts";
 import { UsageError, type OptionDef } from "./options.ts";
 
 export const orchestratorOptionDefs: OptionDef[] = [
@@ -11,12 +12,19 @@ export const orchestratorOptionDefs: OptionDef[] = [
   {
     name: "registry-token-file",
     type: "string",
-    help: "a console access token (role sync recommended) the engines pull -registry-host's images with, as its user; re-read at each pull (capstan up: DATA/controllers-token, made for it)",
+    help:
+      "a console access token (role sync) the orchestrator asks the console's registry token endpoint with for a pull-only token per repository of -registry-host; " +
+      "only that token reaches the engines, this one never leaves the process; re-read when a token is needed (capstan up: DATA/controllers-token, made for it)",
   },
   {
     name: "registry-host",
     type: "string",
-    help: "HOST:PORT of the platform's registry: images whose reference starts with it are pulled with -registry-token-file's token, others anonymously (capstan up: -registry-web's address)",
+    help: "HOST:PORT of the platform's registry: images whose reference starts with it are pulled with a token from -registry-token-file's identity, others anonymously (capstan up: -registry-web's address)",
+  },
+  {
+    name: "registry-ca",
+    type: "string",
+    help: "a CA certificate (PEM file) trusted, besides the system roots, for HTTPS to the registry token endpoint and the registry (capstan up with -tls-cert: that certificate)",
   },
 ];
 
@@ -28,10 +36,20 @@ export interface OrchestratorSettings {
   dependsGcMs: number;
   /** -node-timeout: a node unreachable this long gets an auto-drift task. */
   nodeTimeoutMs: number;
-  /** -registry-token-file: the console access token images of registryHost are pulled with. */
+  /**
+   * -registry-token-file: the console access token the orchestrator gets pull-only registry tokens
+   * with, for the images of registryHost (it stays in the orchestrator process).
+   */
   registryTokenFile?: string;
   /** -registry-host: the registry (HOST:PORT) registryTokenFile's token is for. */
   registryHost?: string;
+  /** -registry-ca: PEM text, trusted besides the system roots for the realm's and registry's HTTPS. */
+  registryCa?: string;
+  /**
+   * The registry token endpoint to call instead of the realm published in the store (no option:
+   * `capstan up` without HTTPS sets its own address on loopback).
+   */
+  registryRealm?: string;
 }
 
 /** `host[:port]` as an image reference starts: a name or IPv4 address, or a bracketed IPv6 one. */
@@ -55,6 +73,8 @@ export function orchestratorSettings(options: Record<string, unknown>): Orchestr
   if (registryTokenFile !== undefined && registryHost === undefined) {
     throw new UsageError("-registry-token-file needs -registry-host: the registry whose images the token pulls");
   }
+  const registryCaFile = nonEmpty(options["registry-ca"]);
+  const registryCa = registryCaFile === undefined ? undefined : readPemOption("registry-ca", registryCaFile, "CERTIFICATE");
   return {
     updateWaitMs: options["update-wait"] as number,
     refreshIntervalMs,
@@ -63,6 +83,7 @@ export function orchestratorSettings(options: Record<string, unknown>): Orchestr
     nodeTimeoutMs,
     ...(registryTokenFile !== undefined && { registryTokenFile }),
     ...(registryHost !== undefined && { registryHost }),
+    ...(registryCa !== undefined && { registryCa }),
   };
 }
 

@@ -7,14 +7,19 @@
 // and write through the fenced store, so a deposed leader's late write is refused by the store.
 //
 // Image pulls: one ImagePuller serves both controllers (a node pulls an image once, however many
-// pods wait for it). Images of the platform's registry (-registry-host) are pulled with the console
-// access token in -registry-token-file, as the token's user (looked up like any caller's token, in
-// the store); every other image anonymously.
+// pods wait for it). Images of the platform's registry (-registry-host) are pulled with a registry
+// token that may pull their repository and nothing else, which this process gets from the console's
+// token endpoint (the realm published in the store) with the console access token in
+// -registry-token-file as the token's user (looked up like any caller's token, in the store). The
+// engines get only that short-lived token; the access token stays in this process
+// (controllers/shared/registry-credentials.ts). Every other image is pulled anonymously.
 //
 // Informers: one per prefix in the process. The PodGroup specs and statuses are read by the API and
 // by both controllers, so one informer of each receives and parses every value once and decodes it
 // for all three readers (SharedSpec, SharedStatus); the API reads them through InformerViews.
+import { rootCertificates } from "node:tls";
 import type { Registry } from "prom-client";
+import { Agent } from "undici";
 import { fencedStore } from "../adapters/store/fenced.ts";
 import type { Store } from "../adapters/store/store.ts";
 import { cachedStatusOf, InformerView, nodesInformer, storedPodGroupOf, type CachedStatus } from "../api/orchestrator/informers.ts";
@@ -27,7 +32,9 @@ import { createDependencyController } from "../controllers/dependency/index.ts";
 import { groupSpecOf, groupStatusOf, type GroupSpecEntry, type GroupStatusEntry } from "../controllers/dependency/stored.ts";
 import { createNodeMonitor } from "../controllers/node/monitor.ts";
 import { createPodGroupController } from "../controllers/podgroup/index.ts";
-import { ImagePuller, tokenFileCredentials } from "../controllers/shared/image-pull.ts";
+import { readRegistryAuthConfig } from "../api/console/registry-token-client.ts";
+import { ImagePuller } from "../controllers/shared/image-pull.ts";
+import { consoleTokenFile, platformRegistryCredentials } from "../controllers/shared/registry-credentials.ts";
 import { specOf, statusOf, type ParsedValue, type SpecEntry, type StatusEntry } from "../controllers/podgroup/stored.ts";
 import { Informer } from "../runtime/informer.ts";
 import type { KeyValueLike } from "../runtime/listwatch.ts";
@@ -54,12 +61,23 @@ export function installOrchestrator(ctx: ServeContext, settings: OrchestratorSet
   manager.app.route("/", createNodesApi({ store, nodes, podGroups, log, access }));
 
   manager.add(createNodeMonitor({ store: fenced, cluster, nodeTimeoutMs: settings.nodeTimeoutMs, log, registry }));
-  const { registryHost, registryTokenFile } = settings;
+  const { registryHost, registryTokenFile, registryCa, registryRealm } = settings;
   const credentials =
     registryHost !== undefined && registryTokenFile !== undefined
-      ? tokenFileCredentials({ host: registryHost, file: registryTokenFile, userOf: async (token) => (await ctx.verifier.verify(token)).user })
+      ? platformRegistryCredentials({
+          host: registryHost,
+          accessToken: consoleTokenFile(registryTokenFile, async (token) => (await ctx.verifier.verify(token)).user),
+          authConfig: () => readRegistryAuthConfig(store),
+          ...(registryRealm !== undefined && { realm: registryRealm }),
+          ...(registryCa !== undefined && { dispatcher: new Agent({ connect: { ca: [...rootCertificates, registryCa] } }) }),
+        })
       : undefined;
-  if (credentials) log.info({ registry: registryHost, tokenFile: registryTokenFile }, "images of the platform registry are pulled with the service identity's token");
+  if (credentials) {
+    log.info(
+      { registry: registryHost, tokenFile: registryTokenFile, ...(registryRealm !== undefined && { realm: registryRealm }) },
+      "images of the platform registry are pulled with pull-only registry tokens this process gets for the service identity",
+    );
+  }
   const imagePuller = new ImagePuller({ cluster, ...(credentials && { credentials }), log });
   manager.add(imagePuller);
   const controller = createPodGroupController({

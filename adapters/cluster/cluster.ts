@@ -260,13 +260,16 @@ export interface Subscription {
 export type EventHandler = (event: ClusterEvent) => void;
 
 /**
- * Registry credentials for a pull, as the engine takes them (its X-Registry-Auth header). The
- * engine does the registry's token dance itself: it sends username and password as Basic
- * credentials to the realm the registry's challenge names.
+ * Registry credentials for a pull, as the engine takes them (its X-Registry-Auth header): a
+ * registry bearer token only. The engine sends it as `Authorization: Bearer` to the registry itself
+ * and never to a token realm (docker's `registrytoken`), so whoever answers at the registry's
+ * address (on a remote engine, `127.0.0.1:5000` is that node's own loopback) can at most see a
+ * short-lived token that pulls one repository. A username and password are not accepted, on
+ * purpose: the engine would send them to whatever realm a 401 from the registry's address names.
  */
 export interface RegistryAuth {
-  username: string;
-  password: string;
+  /** A registry JWT (distribution's token auth), scoped to pull the image's repository. */
+  registrytoken: string;
   /** The registry, `host[:port]`, e.g. "127.0.0.1:5000". */
   serveraddress: string;
 }

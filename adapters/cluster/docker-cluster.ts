@@ -293,8 +293,12 @@ export class DockerCluster implements Cluster {
       // A 404 of a pull is the registry's "no such repository or tag": an image, never a container.
       missing: "image",
       run: async (d, signal) => {
-        // The credentials travel in the X-Registry-Auth header (docker-modem), never in the URL.
-        const opts = { fromImage, tag, abortSignal: signal, ...(options.auth && { authconfig: options.auth }) };
+        // The credentials travel in the X-Registry-Auth header (docker-modem: base64url of the JSON),
+        // never in the URL. Built field by field: only the bearer token and the registry reach the
+        // engine, whatever else the object given holds (a `key` or `base64` field would replace
+        // the header's value in docker-modem; a password would go to the realm of any 401).
+        const authconfig = options.auth && { registrytoken: options.auth.registrytoken, serveraddress: options.auth.serveraddress };
+        const opts = { fromImage, tag, abortSignal: signal, ...(authconfig && { authconfig }) };
         const stream = (await d.createImage(opts)) as Readable;
         const tracker = new PullTracker();
         await followPull(stream, signal, tracker, options.onProgress, (message) => new EngineError(`pullImage ${image} on ${node}: ${message}`, node, image, "pullImage", 500));

@@ -1,7 +1,8 @@
 // A service identity's access token, kept in a file: what `capstan up` makes for its own
-// controllers, so that the engines can pull the platform registry's images (docs/registry.md, "How
-// the platform pulls"). The same record format as every console token (records.ts): only the
-// hash of the secret is stored; the token itself is in the file (mode 0600) and nowhere else.
+// controllers, so that the orchestrator can get pull-only registry tokens for the engines
+// (docs/registry.md, "How the platform pulls"). The same record format as every console token
+// (records.ts): only the hash of the secret is stored; the token itself is in the file (mode 0600)
+// and in the memory of the process that uses it, nowhere else.
 //
 // ensureServiceToken reuses the token in the file when the store still holds its record for the
 // same user and role (and it has not expired); otherwise (no file, a revoked token, a store that
@@ -13,8 +14,20 @@ import type { Store } from "../../adapters/store/store.ts";
 import { decodeRecord, TokenRecord, tokenKey, type Role } from "./records.ts";
 import { generateToken, hashSecret, parseToken, sameHash } from "./tokens.ts";
 
-/** The user of `capstan up`'s controllers' token (role sync: pull on every repository). */
+/** The user of `capstan up`'s controllers' token. */
 export const controllersTokenUser = "capstan-controllers";
+
+/**
+ * The role of the controllers' token: sync, the least of the roles that may pull every repository
+ * (admin may write everything; user and viewer only their apps'). Sync also reads every app's
+ * secrets, so the token is kept where only the orchestrator process reads it: the file (0600) and
+ * that process's memory. It is sent to nothing but the console's registry token endpoint (the realm
+ * published in the store, over HTTPS or to loopback), which answers with a registry token that may
+ * pull one repository for a few minutes: the only credential that reaches an engine
+ * (controllers/shared/registry-credentials.ts). A role that may pull and nothing else would serve
+ * better; the roles are api/auth/principal.ts's, and the token endpoint's grants registry-token.ts's.
+ */
+export const controllersTokenRole: Role = "sync";
 
 export interface EnsureServiceTokenOptions {
   store: Store;

@@ -14,18 +14,21 @@
 // makes (or reuses) a sync token for user capstan-controllers, kept in DATA/controllers-token
 // (0600), and gives the orchestrator that file and -registry-web's address as -registry-token-file
 // and -registry-host (either option given explicitly wins; docs/registry.md, "How the platform
-// pulls").
+// pulls"). That token never leaves this process: the orchestrator trades it, at up's own token
+// endpoint, for a pull-only registry token per repository, and the engines get only that. Without
+// HTTPS it calls the endpoint on loopback (-web's port on 127.0.0.1 for an every-interface -web);
+// with HTTPS at the published realm, trusting up's own -tls-cert besides the system roots.
 //
 // The leader key is the orchestrator's: `capstan up` and `capstan orchestrator` processes sharing
 // one etcd then elect a single leader between them, instead of both running the controllers.
 import { hostname } from "node:os";
 import { join } from "node:path";
-import { controllersTokenUser, ensureServiceToken } from "../../api/console/service-token.ts";
+import { controllersTokenRole, controllersTokenUser, ensureServiceToken } from "../../api/console/service-token.ts";
 import { createLogger } from "../../runtime/log.ts";
 import { consoleSettings, installConsole } from "../console.ts";
 import { orchestratorOptionDefs, orchestratorSettings } from "../orchestrator-options.ts";
 import { installOrchestrator, orchestratorLeaderKey } from "../orchestrator.ts";
-import { authFromOptions, authOptionDefs } from "../auth-options.ts";
+import { authFromOptions, authOptionDefs, isLoopbackHost } from "../auth-options.ts";
 import { parseListenAddress } from "../listen.ts";
 import { parseArgs, usage, type OptionDef } from "../options.ts";
 import { installSecrets } from "../secrets.ts";
@@ -68,6 +71,9 @@ export async function run(argv: string[]): Promise<number> {
     ...(ownToken && { "registry-token-file": controllersTokenFile }),
   });
   const tls = tlsFromOptions(args.options);
+  const ownRealm = tls === undefined ? upLoopbackRealm(o.web) : undefined;
+  if (ownRealm !== undefined) settings.registryRealm = ownRealm;
+  if (tls !== undefined) settings.registryCa ??= tls.cert;
   const consoleConf = consoleSettings({
     "admin-token-file": o["admin-token-file"] ?? join(o.data, "admin-token"),
     "registry-cert": upRegistryCertFile(o.data),
@@ -89,7 +95,7 @@ export async function run(argv: string[]): Promise<number> {
     },
     async (ctx) => {
       if (ownToken) {
-        const t = await ensureServiceToken({ store: ctx.store, file: controllersTokenFile, user: controllersTokenUser, role: "sync" });
+        const t = await ensureServiceToken({ store: ctx.store, file: controllersTokenFile, user: controllersTokenUser, role: controllersTokenRole });
         ctx.log.info({ tokenId: t.tokenId, user: controllersTokenUser, file: controllersTokenFile, created: t.created }, "controllers' registry token ready");
       }
       installOrchestrator(ctx, settings);
@@ -102,6 +108,23 @@ export async function run(argv: string[]): Promise<number> {
 
 function nonEmpty(v: unknown): string | undefined {
   return typeof v === "string" && v.trim() !== "" ? v.trim() : undefined;
+}
+
+/**
+ * up's own registry token endpoint on a loopback address, for its controllers without HTTPS (the
+ * access token they ask with must not cross a network): -web's when it is loopback, 127.0.0.1 (::1)
+ * with -web's port for every interface; undefined otherwise (then the published realm is asked).
+ */
+function upLoopbackRealm(web: string): string | undefined {
+  let listen: { host: string; port: number };
+  try {
+    listen = parseListenAddress(web);
+  } catch {
+    return undefined;
+  }
+  const host = listen.host === "0.0.0.0" ? "127.0.0.1" : listen.host === "::" ? "::1" : listen.host;
+  if (listen.port === 0 || !isLoopbackHost(host)) return undefined;
+  return upRegistryRealm(`${host.includes(":") ? `[${host}]` : host}:${listen.port}`, false);
 }
 
 /**

@@ -15,15 +15,21 @@
 // pulled again, and an image already on the node (the common case) costs one read and no pull.
 //
 // Credentials: `credentials(image)` answers the registry credentials for an image (undefined: pull
-// anonymously); see tokenFileCredentials for the platform registry's service identity.
-import { readFile } from "node:fs/promises";
+// anonymously). What reaches the engine is a registry bearer token at most (RegistryAuth), never a
+// password: see registry-credentials.ts for the platform registry's pull-only tokens.
 import { ClusterError, type Cluster, type PullProgress, type RegistryAuth } from "../../adapters/cluster/index.ts";
 import { untilAborted } from "../../runtime/aborted.ts";
 import { silentLogger, type Logger } from "../../runtime/log.ts";
 import type { Runnable } from "../../runtime/manager.ts";
 
+/** What a pull is given: the engine's credentials, and what the log may say of them (never a secret). */
+export interface PullCredentials {
+  auth: RegistryAuth;
+  log: Record<string, string | number>;
+}
+
 /** Credentials for pulling `image`; undefined = anonymous. A rejection fails that pull. */
-export type RegistryCredentials = (image: string, signal: AbortSignal) => Promise<RegistryAuth | undefined>;
+export type RegistryCredentials = (image: string, signal: AbortSignal) => Promise<PullCredentials | undefined>;
 
 export type ImagesState =
   | { kind: "ready" }
@@ -135,11 +141,11 @@ export class ImagePuller implements Runnable {
     const signal = this.term.signal;
     const started = this.now();
     try {
-      const auth = await this.o.credentials?.(image, signal);
-      this.log.info({ node, image, ...(auth && { registryUser: auth.username, registry: auth.serveraddress }) }, "pulling image");
+      const creds = await this.o.credentials?.(image, signal);
+      this.log.info({ node, image, ...(creds && { registry: creds.auth.serveraddress, ...creds.log }) }, "pulling image");
       await this.o.cluster.pullImage(node, image, {
         signal,
-        ...(auth && { auth }),
+        ...(creds && { auth: creds.auth }),
         onProgress: (p) => {
           entry.progress = p;
         },
@@ -192,39 +198,4 @@ export function imageRegistry(image: string): string {
   if (slash < 0) return "docker.io";
   const first = image.slice(0, slash);
   return first.includes(".") || first.includes(":") || first === "localhost" ? first.toLowerCase() : "docker.io";
-}
-
-export interface TokenFileCredentialsOptions {
-  /** The platform registry, `host:port` as image references name it (-registry-host). */
-  host: string;
-  /** The file holding a console access token (-registry-token-file), re-read for every pull. */
-  file: string;
-  /** The user a token belongs to (the registry's token endpoint wants it as the Basic user). */
-  userOf: (token: string) => Promise<string>;
-}
-
-/**
- * Credentials from a console service identity: images of `host` are pulled as the token's user
- * with the token as the password; images of any other registry anonymously. The file is read at
- * each pull, so a rotated token is picked up without a restart.
- */
-export function tokenFileCredentials(o: TokenFileCredentialsOptions): RegistryCredentials {
-  const host = o.host.toLowerCase();
-  return async (image) => {
-    if (imageRegistry(image) !== host) return undefined;
-    let token: string;
-    try {
-      token = (await readFile(o.file, "utf8")).trim();
-    } catch (e) {
-      throw new Error(`cannot read the registry token file ${o.file}: ${(e as Error).message}`, { cause: e });
-    }
-    if (token === "") throw new Error(`the registry token file ${o.file} is empty`);
-    let username: string;
-    try {
-      username = await o.userOf(token);
-    } catch (e) {
-      throw new Error(`the token in ${o.file} is not a valid console access token (${(e as Error).message})`, { cause: e });
-    }
-    return { username, password: token, serveraddress: o.host };
-  };
 }

@@ -3,15 +3,22 @@
 // pinned to n2 with an image n2 does not have runs once the controller pulled it, and a group whose
 // image the registry does not have reports the failed pull and creates nothing. Then `capstan up`
 // with token auth and no anonymous pull: an admin pushes an app's image, and the controllers pull
-// it as their own service identity (the sync token up made in DATA/controllers-token); a missing
-// image of that registry shows its failed pull in `capstan get podgroup`.
+// it as their own service identity (the sync token up made in DATA/controllers-token, which stays
+// in up's process: the engine gets a registry token that pulls that one repository); a missing
+// image of that registry shows its failed pull in `capstan get podgroup`. And what the real engine
+// does with such a token: it sends it as a Bearer token to the registry and never to a realm a 401
+// names (a username and password, it does send there: the finding this design closes).
 //
 // Only 127.0.0.1 traffic; the engines treat 127.0.0.0/8 registries as insecure (plain HTTP).
 import { execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import Docker from "dockerode";
+import { decodeJwt } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../../cli/free-port.ts";
 import { capstanBin, startCapstan, type CapstanProcess } from "../../helpers/capstan-process.ts";
@@ -148,6 +155,17 @@ describe("capstan up: the controllers pull as the console's service identity", (
     await h.until("up's registry", async () => (await fetch(`http://${regHost}/v2/`).catch(() => undefined))?.status === 401, 30_000);
   });
 
+  /** A registry token from up's token endpoint, asked as the controllers' service identity. */
+  const registryToken = async (scope: string): Promise<string> => {
+    const token = readFileSync(join(data, "controllers-token"), "utf8").trim();
+    const res = await fetch(`${up.url}/api/v1/authorize/registry/?service=capstan-registry&scope=${encodeURIComponent(scope)}`, {
+      headers: { authorization: `Basic ${Buffer.from(`capstan-controllers:${token}`).toString("base64")}` },
+      signal: AbortSignal.timeout(10_000),
+    });
+    expect(res.status).toBe(200);
+    return ((await res.json()) as { token: string }).token;
+  };
+
   it("made a sync token for its controllers, kept in DATA/controllers-token with mode 0600", async () => {
     expect(statSync(join(data, "controllers-token")).mode & 0o777).toBe(0o600);
     const token = readFileSync(join(data, "controllers-token"), "utf8").trim();
@@ -184,6 +202,24 @@ describe("capstan up: the controllers pull as the console's service identity", (
     const cs = await h.cluster.listContainers("n2", { filters: { label: [`io.capstan.podgroup=${name}`] } });
     expect(cs.map((c) => [c.image, c.state])).toEqual([[image, "running"]]);
     expect(up.log()).toMatch(/"registryUser":"capstan-controllers"[^\n]*"msg":"pulling image"/);
+    // The engine was given a token that pulls this repository, not the console access token.
+    const line = up.log().split("\n").find((l) => l.includes('"msg":"pulling image"') && l.includes(`"image":"${image}"`));
+    expect(line).toContain(`"registryScope":"repository:${app}/web:pull"`);
+    expect(up.log()).not.toContain(readFileSync(join(data, "controllers-token"), "utf8").trim());
+  });
+
+  it("the real engine pulls with a registry token for that repository only (registrytoken in X-Registry-Auth)", async () => {
+    const image = `${regHost}/${app}/web:v1`;
+    await absentOnN2(image);
+    const other = await registryToken(`repository:${app}/other:pull`);
+    expect(decodeJwt(other).access).toEqual([{ type: "repository", name: `${app}/other`, actions: ["pull"] }]);
+    await expect(h.cluster.pullImage("n2", image, { auth: { registrytoken: other, serveraddress: regHost } })).rejects.toThrow(/denied|unauthorized|insufficient_scope|authentication required/i);
+    await expect(h.cluster.pullImage("n2", image)).rejects.toThrow(/denied|unauthorized|authentication required/i);
+    expect(await h.cluster.hasImage("n2", image)).toBe(false);
+    const mine = await registryToken(`repository:${app}/web:pull`);
+    expect(decodeJwt(mine).access).toEqual([{ type: "repository", name: `${app}/web`, actions: ["pull"] }]);
+    await h.cluster.pullImage("n2", image, { auth: { registrytoken: mine, serveraddress: regHost } });
+    expect(await h.cluster.hasImage("n2", image)).toBe(true);
   });
 
   it("shows a failed pull in capstan get podgroup", async () => {
@@ -206,5 +242,69 @@ describe("capstan up: the controllers pull as the console's service identity", (
     const instance = out.split("\n").find((l) => /^0 /.test(l));
     expect(instance).toMatch(new RegExp(`^0 +failed +.*image pull failed: ${image.replace(/[.]/g, "\\.")} on n2: `));
     expect(await h.cluster.listContainers("n2", { all: true, filters: { label: [`io.capstan.podgroup=${name}`] } })).toEqual([]);
+  });
+});
+
+describe("the engine and a registry token: Bearer to the registry, nothing to the realm a 401 names", () => {
+  /** Requests a server saw: method, path and Authorization header. */
+  type Seen = { path: string; authorization: string | undefined }[];
+  let registry: Server;
+  let realm: Server;
+  const atRegistry: Seen = [];
+  const atRealm: Seen = [];
+  let regHost = "";
+
+  const listen = async (handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<Server> => {
+    const server = createServer(handler);
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    return server;
+  };
+  const port = (s: Server) => (s.address() as AddressInfo).port;
+
+  beforeAll(async () => {
+    // Whoever answers at the registry's address: every request 401 but a Bearer one, whose
+    // manifest is unknown; its challenge names a realm of its own, which would collect credentials.
+    realm = await listen((req, res) => {
+      atRealm.push({ path: req.url ?? "", authorization: req.headers.authorization });
+      res.writeHead(200, { "content-type": "application/json" }).end('{"token":"collected","access_token":"collected","expires_in":60}');
+    });
+    registry = await listen((req, res) => {
+      atRegistry.push({ path: req.url ?? "", authorization: req.headers.authorization });
+      const bearer = /^Bearer /.test(req.headers.authorization ?? "");
+      if (req.url?.startsWith("/v2/") && req.url !== "/v2/" && bearer) {
+        res.writeHead(404, { "content-type": "application/json" }).end('{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown"}]}');
+        return;
+      }
+      res
+        .writeHead(401, { "content-type": "application/json", "www-authenticate": `Bearer realm="http://127.0.0.1:${port(realm)}/token",service="rogue"` })
+        .end('{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}');
+    });
+    regHost = `127.0.0.1:${port(registry)}`;
+  });
+
+  afterAll(async () => {
+    await Promise.all([registry, realm].map((s) => new Promise((r) => s?.close(r))));
+  });
+
+  it("sends the registrytoken as Bearer to the registry and never calls the challenge's realm", async () => {
+    atRegistry.length = 0;
+    atRealm.length = 0;
+    const image = `${regHost}/shop/web:v1`;
+    await expect(h.cluster.pullImage("n2", image, { auth: { registrytoken: "eyJhbGciOiJub25lIn0.eyJhY2Nlc3MiOltdfQ.pull-only", serveraddress: regHost } })).rejects.toThrow(/manifest unknown|not found/i);
+    expect(atRegistry.some((r) => r.path.startsWith("/v2/shop/web/manifests/") && r.authorization === "Bearer eyJhbGciOiJub25lIn0.eyJhY2Nlc3MiOltdfQ.pull-only")).toBe(true);
+    expect(atRegistry.every((r) => r.authorization === undefined || r.authorization.startsWith("Bearer eyJhbGciOiJub25lIn0"))).toBe(true);
+    expect(atRealm).toEqual([]);
+  });
+
+  it("(control) given a username and password, the engine sends them to that realm", async () => {
+    atRealm.length = 0;
+    const n2 = services.engines.n2!;
+    const docker = new Docker({ socketPath: n2.replace(/^unix:\/\//, "") });
+    // The engine answers the failed pull (the realm's token is no good at this registry) as an error.
+    const pulled = docker
+      .createImage({ fromImage: `${regHost}/shop/web`, tag: "v1", authconfig: { username: "capstan-controllers", password: "cst_console_token", serveraddress: regHost } })
+      .then((stream: NodeJS.ReadableStream) => new Promise((resolve) => stream.on("end", resolve).on("error", resolve).resume()));
+    await expect(pulled).rejects.toThrow(/manifest unknown/);
+    expect(atRealm.map((r) => r.authorization)).toContain(`Basic ${Buffer.from("capstan-controllers:cst_console_token").toString("base64")}`);
   });
 });

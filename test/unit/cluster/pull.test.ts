@@ -1,8 +1,14 @@
-// The pull's reference and progress stream (adapters/cluster/pull.ts), without an engine.
+// The pull's reference and progress stream (adapters/cluster/pull.ts), without an engine; and what
+// DockerCluster.pullImage puts in X-Registry-Auth, read by a fake engine on a unix socket.
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
+import { DockerCluster } from "../../../adapters/cluster/docker-cluster.ts";
 import { followPull, pullReference, PullTracker } from "../../../adapters/cluster/pull.ts";
-import type { PullProgress } from "../../../adapters/cluster/index.ts";
+import type { PullProgress, RegistryAuth } from "../../../adapters/cluster/index.ts";
 
 describe("pullReference", () => {
   it("splits tag and digest, and pulls :latest for a bare repository (never every tag)", () => {
@@ -60,5 +66,35 @@ describe("followPull", () => {
     await expect(run(['{"error":"denied","errorDetail":{"message":"denied: access"}}\n'], "end").done).rejects.toThrow("failed: denied: access");
     await expect(run([], "close").done).rejects.toMatchObject({ code: "ECONNRESET" });
     await expect(run([], "abort").done).rejects.toThrow("timed out");
+  });
+});
+
+describe("pullImage's credentials", () => {
+  it("reach the engine as X-Registry-Auth {registrytoken, serveraddress} and nothing else, never in the URL", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "capstan-pull-auth-"));
+    const socket = join(dir, "docker.sock");
+    const seen: { url: string; auth: string | undefined }[] = [];
+    const engine = createServer((req, res) => {
+      seen.push({ url: req.url ?? "", auth: req.headers["x-registry-auth"] as string | undefined });
+      req.resume();
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end('{"status":"Pulling from shop/web","id":"v1"}\n{"status":"Status: Downloaded newer image"}\n');
+    });
+    await new Promise<void>((r) => engine.listen(socket, r));
+    try {
+      const cluster = DockerCluster.fromSpec(`n1=unix://${socket}`);
+      // A caller that smuggles more than the type allows: none of it may reach the engine.
+      const auth = { registrytoken: "eyJ.pull-only.jwt", serveraddress: "127.0.0.1:5000", password: "cst_secret", username: "u", key: "raw" } as RegistryAuth;
+      await cluster.pullImage("n1", "127.0.0.1:5000/shop/web:v1", { auth });
+      await cluster.pullImage("n1", "127.0.0.1:5000/shop/web:v2");
+      const pulls = seen.filter((s) => s.url.includes("/images/create"));
+      expect(pulls).toHaveLength(2);
+      expect(JSON.parse(Buffer.from(pulls[0]!.auth!, "base64url").toString("utf8"))).toEqual({ registrytoken: "eyJ.pull-only.jwt", serveraddress: "127.0.0.1:5000" });
+      expect(pulls[0]!.url).not.toMatch(/jwt|secret|registrytoken/);
+      expect(pulls[1]!.auth).toBeUndefined();
+    } finally {
+      await new Promise((r) => engine.close(r));
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
