@@ -2,13 +2,12 @@
 // client for its API, test images, and a snapshot of everything in storage (for "nothing
 // written" checks). Shared by the conformance suite (driver-parameterised) and the compatibility
 // test against distribution.
-import { serve, type ServerType } from "@hono/node-server";
 import { createHash, randomBytes } from "node:crypto";
 import { request as httpRequest } from "node:http";
-import type { AddressInfo } from "node:net";
 import { PathNotFoundError, type StorageDriver } from "../../../adapters/blobstore/driver.ts";
 import type { AccessEntry, AuthDecision, RegistryAuthorizer } from "../../../api/registry/access.ts";
 import { openRegistry } from "../../../api/registry/access.ts";
+import { serveApp, type Served } from "../console/harness.ts";
 import { createRegistryApi } from "../../../api/registry/api.ts";
 
 /** A driver over a fresh root, and how to open another one on the same root (a restarted registry). */
@@ -20,10 +19,7 @@ export interface DriverFixture {
 
 export type DriverFactory = () => Promise<DriverFixture>;
 
-export interface Served {
-  base: string;
-  close(): Promise<void>;
-}
+export type { Served } from "../console/harness.ts";
 
 export interface ServeOptions {
   deleteEnabled?: boolean;
@@ -31,19 +27,7 @@ export interface ServeOptions {
 }
 
 export async function serveRegistry(driver: StorageDriver, opts: ServeOptions = {}): Promise<Served> {
-  const app = createRegistryApi({ driver, deleteEnabled: opts.deleteEnabled ?? true, authorizer: opts.authorizer ?? openRegistry });
-  let server: ServerType | undefined;
-  const base = await new Promise<string>((resolve) => {
-    server = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0 }, (info: AddressInfo) => resolve(`http://127.0.0.1:${info.port}`));
-  });
-  return {
-    base,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server!.close(() => resolve());
-        (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
-      }),
-  };
+  return serveApp(createRegistryApi({ driver, deleteEnabled: opts.deleteEnabled ?? true, authorizer: opts.authorizer ?? openRegistry }));
 }
 
 /** Records every decision asked for; answers with `decide` (everyone in by default). */
