@@ -14,6 +14,13 @@ export interface FileInfo {
   size: number;
   modTime: Date;
   isDir: boolean;
+  /**
+   * What identifies the object's bytes as stored, when the driver knows (not for directories):
+   * equal versions of one path mean the same bytes, also after a move (filesystem: inode, size and
+   * mtime; S3: the commit tag a writer gave the object, else its ETag). Compared with a committed
+   * writer's `version`.
+   */
+  version?: string;
 }
 
 /**
@@ -23,12 +30,29 @@ export interface FileInfo {
  * as final: an upload's `_uploads/<id>/data`.
  */
 export interface FileWriter {
-  /** Bytes written so far (before this writer was opened, when appending, included). */
+  /** Bytes written so far (before this writer was opened, when appending, included); after commit, the object's size. */
   readonly size: number;
+  /**
+   * Who last changed the pending object, as far as this writer knows: when opened, a token of the
+   * durable state it continues; after close(), the token of the state it made durable (unchanged
+   * when it wrote nothing); after commit(), the committed object's FileInfo.version. A new token is
+   * made on every change by any writer in any process, so a caller that remembers the token its
+   * own close() left and finds it again when it reopens the writer knows that nobody else has
+   * written since (S3: a random nonce in the upload state; filesystem: inode, size and mtime).
+   * undefined when the driver cannot tell.
+   */
+  readonly version: string | undefined;
   write(chunk: Uint8Array): Promise<void>;
-  /** Make what was written durable and resumable (an append-writer opened later continues here). */
+  /**
+   * Make what was written durable and resumable (an append-writer opened later continues here).
+   * WriterConflictError (nothing of this writer's is made durable) when another writer changed the
+   * pending object since this one was opened.
+   */
   close(): Promise<void>;
-  /** Make the object final at its path; after commit no more writes. */
+  /**
+   * Make the object final at its path; after commit no more writes. WriterConflictError when
+   * another writer changed the pending object since this one was opened.
+   */
   commit(): Promise<void>;
   /** Drop everything written; the path does not exist afterwards. */
   cancel(): Promise<void>;
@@ -37,6 +61,13 @@ export interface FileWriter {
 export interface StorageDriver {
   /** "filesystem" or "s3". */
   readonly name: string;
+  /**
+   * True when one process owns the store (the filesystem driver: one registry per root directory,
+   * root-lock.ts), so an object stays as this process left it until this process changes it.
+   * False when other processes may change any object at any time (S3: several instances on one
+   * bucket).
+   */
+  readonly singleProcess: boolean;
   /** The whole object; PathNotFoundError when there is none. */
   getContent(path: string): Promise<Buffer>;
   /** Replace the object with `content` atomically (readers see the old or the new bytes). */
@@ -61,6 +92,21 @@ export class PathNotFoundError extends Error {
   override readonly name = "PathNotFoundError";
   constructor(readonly path: string) {
     super(`path not found: ${path}`);
+  }
+}
+
+/**
+ * A writer found that another writer (another request, process or registry instance) changed the
+ * pending object since it was opened: two writers on one path at once. What this writer wrote since
+ * its last close is not part of the object; the other writer's state stands.
+ */
+export class WriterConflictError extends Error {
+  override readonly name = "WriterConflictError";
+  constructor(
+    readonly path: string,
+    detail: string,
+  ) {
+    super(`another writer changed ${path} at the same time: ${detail}`);
   }
 }
 

@@ -5,15 +5,17 @@
 //
 // Why these choices:
 // - putContent writes a temporary file next to the target, fsyncs it and renames it over the target,
-//   so a reader (or a crash) sees the old or the new bytes, never a half-written link file.
+//   so a reader (or a crash) sees the old or the new bytes, never a half-written link file; then it
+//   fsyncs the directory, so the rename itself survives a crash (move does the same).
 // - writer() appends to the file at its path directly, as distribution's driver does (driver.ts's
 //   FileWriter allows it): an upload's `data` grows with every PATCH, survives a restart
 //   (writer(path, true) in any process continues it) and its size is the file's size, so an upload
 //   distribution left in progress is continued too. close() and commit() fsync; cancel() removes
-//   the file.
+//   the file. A writer's version is the file's inode, size and mtime (one process owns a root, so
+//   that is enough to tell that the file is as this process left it).
 // - list() leaves out the temporary files of putContent calls in flight.
 import { randomUUID } from "node:crypto";
-import { constants, createReadStream } from "node:fs";
+import { constants, createReadStream, type BigIntStats } from "node:fs";
 import { mkdir, open, readdir, readFile, rename, rm, stat, unlink, type FileHandle } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { Readable } from "node:stream";
@@ -29,6 +31,8 @@ export interface FilesystemDriverOptions {
 
 export class FilesystemDriver implements StorageDriver {
   readonly name = "filesystem";
+  /** One registry per root directory (root-lock.ts). */
+  readonly singleProcess = true;
   private readonly root: string;
 
   constructor(opts: FilesystemDriverOptions) {
@@ -63,6 +67,7 @@ export class FilesystemDriver implements StorageDriver {
       await unlink(temp).catch(() => {});
       throw err;
     }
+    await syncDirectory(dirname(target));
   }
 
   async reader(path: string, offset = 0, length?: number): Promise<Readable> {
@@ -92,15 +97,21 @@ export class FilesystemDriver implements StorageDriver {
     const full = this.full(path);
     await mkdir(dirname(full), { recursive: true });
     const handle = await open(full, append ? "a" : "w", 0o644);
-    const size = append ? (await handle.stat()).size : 0;
-    return new FilesystemWriter(full, handle, size);
+    let info: BigIntStats;
+    try {
+      info = await handle.stat({ bigint: true });
+    } catch (err) {
+      await handle.close().catch(() => {});
+      throw err;
+    }
+    return new FilesystemWriter(full, handle, Number(info.size), versionOf(info));
   }
 
   async stat(path: string): Promise<FileInfo> {
     try {
-      const info = await stat(this.full(path));
+      const info = await stat(this.full(path), { bigint: true });
       const isDir = info.isDirectory();
-      return { path, size: isDir ? 0 : info.size, modTime: info.mtime, isDir };
+      return isDir ? { path, size: 0, modTime: info.mtime, isDir } : { path, size: Number(info.size), modTime: info.mtime, isDir, version: versionOf(info) };
     } catch (err) {
       throw notFoundOr(err, path);
     }
@@ -127,6 +138,7 @@ export class FilesystemDriver implements StorageDriver {
     }
     await mkdir(dirname(to), { recursive: true });
     await rename(from, to);
+    await syncDirectory(dirname(to));
   }
 
   async delete(path: string): Promise<void> {
@@ -156,10 +168,15 @@ class FilesystemWriter implements FileWriter {
     private readonly file: string,
     private readonly handle: FileHandle,
     private written: number,
+    private current: string,
   ) {}
 
   get size(): number {
     return this.written;
+  }
+
+  get version(): string {
+    return this.current;
   }
 
   async write(chunk: Uint8Array): Promise<void> {
@@ -171,18 +188,19 @@ class FilesystemWriter implements FileWriter {
   async close(): Promise<void> {
     if (this.done !== "open") return;
     this.done = "closed";
-    try {
-      await this.handle.sync();
-    } finally {
-      await this.handle.close();
-    }
+    await this.syncAndClose();
   }
 
   async commit(): Promise<void> {
     this.check("commit");
     this.done = "committed";
+    await this.syncAndClose();
+  }
+
+  private async syncAndClose(): Promise<void> {
     try {
       await this.handle.sync();
+      this.current = versionOf(await this.handle.stat({ bigint: true }));
     } finally {
       await this.handle.close();
     }
@@ -199,6 +217,37 @@ class FilesystemWriter implements FileWriter {
   private check(what: string): void {
     if (this.done !== "open") throw new Error(`${what} on a ${this.done} writer of ${this.file}`);
   }
+}
+
+/** A file's version: inode, size and mtime (ns); any append or rewrite changes it. */
+function versionOf(info: BigIntStats): string {
+  return `${info.ino}:${info.size}:${info.mtimeNs}`;
+}
+
+/**
+ * fsync a directory, so that a rename into it survives a crash. A filesystem that cannot sync
+ * directories (EINVAL, ENOTSUP) is left to its own guarantees.
+ */
+async function syncDirectory(dir: string): Promise<void> {
+  let handle: FileHandle;
+  try {
+    handle = await open(dir, constants.O_RDONLY | constants.O_DIRECTORY);
+  } catch (err) {
+    if (unsyncable(err)) return;
+    throw err;
+  }
+  try {
+    await handle.sync();
+  } catch (err) {
+    if (!unsyncable(err)) throw err;
+  } finally {
+    await handle.close();
+  }
+}
+
+function unsyncable(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  return code === "EINVAL" || code === "ENOTSUP" || code === "EOPNOTSUPP";
 }
 
 async function writeAll(handle: FileHandle, chunk: Uint8Array): Promise<void> {

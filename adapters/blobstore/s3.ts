@@ -5,19 +5,32 @@
 //
 // The writer (blob uploads, up to GBs) keeps its own upload state so it needs none of
 // ListMultipartUploads, ListParts or UploadPartCopy (which s3rver lacks and distribution 2.8 needs):
-//   <key>.s3upload        JSON {v, uploadId, parts: [{n, etag, size}], size, tail}: written when the
-//                         writer is opened and on every close(); the resume point for append-writers
-//   <key>.s3tail.0 / .1   bytes written after the last part, when fewer than the 5 MiB minimum part
+//   <key>~s3upload        JSON {v, uploadId, tag, parts: [{n, etag, size}], size, tail, nonce}:
+//                         written when the writer is opened, on its first write, when its multipart
+//                         upload is created and on every close(); the resume point for append-writers
+//   <key>~s3tail.0 / .1   bytes written after the last part, when fewer than the 5 MiB minimum part
 //                         size at close(); two slots written alternately so a crash between writing
 //                         the tail and the state never destroys the tail the state refers to
 // Writes are buffered up to chunkSize and uploaded as one part each (memory is bounded by about
 // twice chunkSize plus one write); commit() uploads the buffer as the last part and completes the
-// multipart upload, or does a plain PutObject when no part was uploaded. Those helper keys are hidden
-// from list() and refused as paths. See docs/registry.md, "S3 storage".
+// multipart upload, or does a plain PutObject when no part was uploaded. "~" is not a character of
+// driver paths (checkPath), so the helper keys can never be an object's key: list() hides them and
+// no path reaches them.
+//
+// Several registry instances share a bucket, and S3 (s3rver too) has no conditional PutObject, so
+// the state is last-writer-wins. Every save writes a new random `nonce`; a writer remembers the
+// nonce it read or wrote last (its `version`) and, before it saves the state, uploads a part or
+// commits, reads the state again and stops with WriterConflictError when the nonce is another's.
+// Its first write saves the state (a claim), so a second writer opened on the same state fails
+// before it uploads anything. The committed object carries `x-amz-meta-capstan-commit: <tag>`
+// (a fresh tag for a PutObject, the multipart upload's tag otherwise), which HeadObject reports as
+// the object's version and which survives CopyObject: a caller can tell its committed object from
+// one another instance committed to the same key. See docs/registry.md, "S3 storage".
 //
 // Not covered: objects above 5 GiB cannot be moved (CopyObject's limit; distribution switches to
 // multipart copy there, which needs UploadPartCopy); signature v2 (v4auth: false) is refused;
 // an object is at most 10 000 parts (100 000 MiB with the default 10 MiB chunk size).
+import { randomBytes } from "node:crypto";
 import { Readable } from "node:stream";
 import {
   AbortMultipartUploadCommand,
@@ -33,7 +46,7 @@ import {
   UploadPartCommand,
   type S3ClientConfig,
 } from "@aws-sdk/client-s3";
-import { checkPath, InvalidPathError, PathNotFoundError, type FileInfo, type FileWriter, type StorageDriver } from "./driver.ts";
+import { checkPath, InvalidPathError, PathNotFoundError, WriterConflictError, type FileInfo, type FileWriter, type StorageDriver } from "./driver.ts";
 
 const MiB = 1024 * 1024;
 /** S3's minimum size of every part but the last, and distribution's minimum chunksize. */
@@ -46,9 +59,11 @@ export const MAX_COPY_SIZE = 5 * 1024 * MiB;
 const MAX_PARTS = 10_000;
 const DELETE_BATCH = 1000;
 
-const STATE_SUFFIX = ".s3upload";
-const TAIL_SUFFIX = ".s3tail.";
-const hiddenName = /\.s3(upload|tail\.[01])$/;
+const STATE_SUFFIX = "~s3upload";
+const TAIL_SUFFIX = "~s3tail.";
+const hiddenName = /~s3(upload|tail\.[01])$/;
+/** User metadata naming the writer's commit (lower case, as the SDK reports metadata keys). */
+const COMMIT_META = "capstan-commit";
 
 export interface S3DriverOptions {
   /** Static credentials; both or neither (neither: the SDK's default chain, e.g. an instance role). */
@@ -101,10 +116,18 @@ interface UploadState {
   v: 1;
   /** The multipart upload, created with the first part (a small object is one PutObject). */
   uploadId: string | null;
+  /** The multipart upload's commit tag (its x-amz-meta-capstan-commit); null without an upload. */
+  tag: string | null;
   parts: PartRecord[];
   /** Total bytes: the parts plus the tail. */
   size: number;
   tail: { slot: 0 | 1; size: number; etag: string } | null;
+  /** Random, new on every save: tells a writer whether the state is still the one it read or wrote. */
+  nonce: string;
+}
+
+function newNonce(): string {
+  return randomBytes(12).toString("hex");
 }
 
 function errorCode(err: unknown): string {
@@ -162,6 +185,8 @@ function parseStr(v: unknown, name: string): string | undefined {
 
 export class S3Driver implements StorageDriver {
   readonly name = "s3";
+  /** Several instances may share the bucket. */
+  readonly singleProcess = false;
   readonly bucket: string;
   readonly chunkSize: number;
   /** The key prefix: rootdirectory without leading or trailing "/" ("" for the bucket root). */
@@ -233,10 +258,9 @@ export class S3Driver implements StorageDriver {
 
   // --- paths and keys ------------------------------------------------------------------------------
 
+  /** checkPath: a clean path never names a helper key ("~" is not allowed). */
   #check(path: string): string {
-    checkPath(path);
-    if (hiddenName.test(path)) throw new InvalidPathError(path);
-    return path;
+    return checkPath(path);
   }
 
   /** distribution's s3Path: the root, then the path, without a leading "/". */
@@ -300,21 +324,24 @@ export class S3Driver implements StorageDriver {
     );
   }
 
-  async #put(op: string, key: string, body: Uint8Array): Promise<string> {
+  async #put(op: string, key: string, body: Uint8Array, metadata?: Record<string, string>): Promise<string> {
     return this.#call(op, key, this.#transferMs(body.length), async (signal) => {
       const out = await this.#client.send(
-        new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentLength: body.length }),
+        new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentLength: body.length, Metadata: metadata }),
         { abortSignal: signal },
       );
       return out.ETag ?? "";
     });
   }
 
-  async #head(key: string, path: string): Promise<{ size: number; modTime: Date } | null> {
+  async #head(key: string, path: string): Promise<{ size: number; modTime: Date; version: string } | null> {
     try {
       const out = await this.#call("HeadObject", key, this.#timeoutMs, (signal) =>
         this.#client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }), { abortSignal: signal }), path);
-      return { size: out.ContentLength ?? 0, modTime: out.LastModified ?? new Date(0) };
+      // The writer's commit tag when a writer made the object (CopyObject keeps it), else the ETag.
+      const tag = out.Metadata?.[COMMIT_META];
+      const version = tag ? tag : `etag:${out.ETag ?? ""}`;
+      return { size: out.ContentLength ?? 0, modTime: out.LastModified ?? new Date(0), version };
     } catch (err) {
       if (err instanceof PathNotFoundError) return null;
       throw err;
@@ -424,7 +451,7 @@ export class S3Driver implements StorageDriver {
         }
         tail = got.bytes;
       }
-      return new S3FileWriter(this, key, state, tail);
+      return new S3FileWriter(this, key, state, tail, false);
     }
     // A fresh writer replaces whatever upload was pending at this path.
     let previous: UploadState | null = null;
@@ -434,9 +461,9 @@ export class S3Driver implements StorageDriver {
       if (!(err instanceof PathNotFoundError) && !(err instanceof S3DriverError && err.code === "InvalidUploadState")) throw err;
     }
     if (previous?.uploadId) await this.abortUpload(key, previous.uploadId);
-    const state: UploadState = { v: 1, uploadId: null, parts: [], size: 0, tail: null };
+    const state: UploadState = { v: 1, uploadId: null, tag: null, parts: [], size: 0, tail: null, nonce: newNonce() };
     await this.saveState(key, state);
-    return new S3FileWriter(this, key, state, null);
+    return new S3FileWriter(this, key, state, null, true);
   }
 
   async stat(path: string): Promise<FileInfo> {
@@ -444,7 +471,7 @@ export class S3Driver implements StorageDriver {
     const key = this.key(path);
     if (path !== "/") {
       const head = await this.#head(key, path);
-      if (head) return { path, size: head.size, modTime: head.modTime, isDir: false };
+      if (head) return { path, size: head.size, modTime: head.modTime, isDir: false, version: head.version };
     }
     const page = await this.#listPage(this.#dirPrefix(path), undefined, undefined, 1);
     const first = page.Contents?.[0];
@@ -541,17 +568,30 @@ export class S3Driver implements StorageDriver {
     await this.#put("PutObject", key + STATE_SUFFIX, Buffer.from(JSON.stringify(state)));
   }
 
+  /** The nonce of the saved state; undefined when there is none (committed, cancelled, or not ours). */
+  async stateNonce(key: string): Promise<string | undefined> {
+    const stateKey = key + STATE_SUFFIX;
+    try {
+      return parseState((await this.#getBytes("GetObject", stateKey, stateKey)).bytes, stateKey).nonce;
+    } catch (err) {
+      if (err instanceof PathNotFoundError || (err instanceof S3DriverError && err.code === "InvalidUploadState")) return undefined;
+      throw err;
+    }
+  }
+
   async putTail(key: string, slot: 0 | 1, bytes: Buffer): Promise<string> {
     return this.#put("PutObject", key + TAIL_SUFFIX + slot, bytes);
   }
 
-  async putObject(key: string, bytes: Buffer): Promise<void> {
-    await this.#put("PutObject", key, bytes);
+  /** The object in one PutObject, carrying the writer's commit tag. */
+  async putObject(key: string, bytes: Buffer, tag: string): Promise<void> {
+    await this.#put("PutObject", key, bytes, { [COMMIT_META]: tag });
   }
 
-  async createUpload(key: string): Promise<string> {
+  /** A multipart upload whose object will carry the commit tag `tag`. */
+  async createUpload(key: string, tag: string): Promise<string> {
     const out = await this.#call("CreateMultipartUpload", key, this.#timeoutMs, (signal) =>
-      this.#client.send(new CreateMultipartUploadCommand({ Bucket: this.bucket, Key: key }), { abortSignal: signal }));
+      this.#client.send(new CreateMultipartUploadCommand({ Bucket: this.bucket, Key: key, Metadata: { [COMMIT_META]: tag } }), { abortSignal: signal }));
     if (!out.UploadId) throw new S3DriverError("CreateMultipartUpload", key, "NoUploadId", "the response has no UploadId");
     return out.UploadId;
   }
@@ -596,7 +636,9 @@ function parseState(bytes: Buffer, stateKey: string): UploadState {
   const ok =
     s &&
     s.v === 1 &&
-    (s.uploadId === null || typeof s.uploadId === "string") &&
+    typeof s.nonce === "string" &&
+    s.nonce !== "" &&
+    ((s.uploadId === null && s.tag === null) || (typeof s.uploadId === "string" && typeof s.tag === "string" && s.tag !== "")) &&
     Array.isArray(s.parts) &&
     s.parts.every((p, i) => p.n === i + 1 && typeof p.etag === "string" && Number.isInteger(p.size) && p.size >= MIN_CHUNK_SIZE) &&
     (s.tail === null || ((s.tail.slot === 0 || s.tail.slot === 1) && Number.isInteger(s.tail.size) && s.tail.size > 0)) &&
@@ -613,16 +655,25 @@ class S3FileWriter implements FileWriter {
   #buffered = 0;
   /** Bytes in uploaded parts. */
   #partBytes: number;
+  /** The object's size once committed (the buffer is gone then). */
+  #committedSize: number | undefined;
   #dirty = false;
   #busy = false;
+  /** The nonce of the state this writer read or saved last; after commit, the object's commit tag. */
+  #version: string;
+  /** Whether this writer has saved the state (a fresh writer did when it was opened). */
+  #claimed: boolean;
 
   constructor(
     private readonly driver: S3Driver,
     private readonly key: string,
     private readonly state: UploadState,
     tail: Buffer | null,
+    claimed: boolean,
   ) {
     this.#partBytes = state.parts.reduce((a, p) => a + p.size, 0);
+    this.#version = state.nonce;
+    this.#claimed = claimed;
     if (tail && tail.length > 0) {
       this.#buffer.push(tail);
       this.#buffered = tail.length;
@@ -630,14 +681,24 @@ class S3FileWriter implements FileWriter {
   }
 
   get size(): number {
-    return this.#partBytes + this.#buffered;
+    return this.#committedSize ?? this.#partBytes + this.#buffered;
+  }
+
+  get version(): string {
+    return this.#version;
   }
 
   async write(chunk: Uint8Array): Promise<void> {
     this.#expect("write", ["open"]);
     if (chunk.length === 0) return;
-    this.#dirty = true;
     await this.#run(async () => {
+      // The first write claims the upload: a second writer opened on the same state (another
+      // request, another instance) fails before it uploads a part over this one's.
+      if (!this.#claimed) {
+        await this.#save({ ...this.state });
+        this.#claimed = true;
+      }
+      this.#dirty = true;
       // Never more than one chunk buffered, however large the write.
       for (let pos = 0; pos < chunk.length; ) {
         const n = Math.min(chunk.length - pos, this.driver.chunkSize - this.#buffered);
@@ -656,7 +717,10 @@ class S3FileWriter implements FileWriter {
     await this.#run(async () => {
       if (this.#dirty) {
         // this.state.tail stays the durable one until the new state is saved: the new tail goes to
-        // the other slot, so a failure here leaves the saved state and its tail intact.
+        // the other slot, so a failure here leaves the saved state and its tail intact. Checked
+        // first, so that a writer that lost the upload to another never writes a tail slot the
+        // other's state refers to.
+        await this.#checkState("close");
         let tail: UploadState["tail"] = null;
         if (this.#buffered >= MIN_CHUNK_SIZE) {
           await this.#uploadPart(this.#take(this.#buffered));
@@ -666,7 +730,7 @@ class S3FileWriter implements FileWriter {
           tail = { slot, size: bytes.length, etag: await this.driver.putTail(this.key, slot, bytes) };
         }
         const size = this.size;
-        await this.driver.saveState(this.key, { ...this.state, tail, size });
+        await this.#save({ ...this.state, tail, size });
         this.state.tail = tail;
         this.state.size = size;
         this.#dirty = false;
@@ -678,19 +742,26 @@ class S3FileWriter implements FileWriter {
   async commit(): Promise<void> {
     this.#expect("commit", ["open", "closed"]);
     await this.#run(async () => {
+      await this.#checkState("commit");
+      const size = this.size;
       const rest = this.#take(this.#buffered);
+      let tag: string;
       if (this.state.parts.length === 0) {
-        await this.driver.putObject(this.key, rest);
+        tag = newNonce();
+        await this.driver.putObject(this.key, rest, tag);
         if (this.state.uploadId) await this.driver.abortUpload(this.key, this.state.uploadId);
       } else {
         if (rest.length > 0) await this.#uploadPart(rest, true);
-        await this.driver.completeUpload(this.key, this.state.uploadId!, this.state.parts, this.size);
+        await this.driver.completeUpload(this.key, this.state.uploadId!, this.state.parts, size);
+        tag = this.state.tag!;
       }
+      this.#committedSize = size;
+      this.#version = tag;
       this.#status = "committed";
       try {
         await this.driver.removeUploadKeys(this.key, false);
       } catch {
-        // The object is there; a stale state is hidden, refused as a path, and goes with its directory.
+        // The object is there; a stale state is hidden from list() and goes with its directory.
       }
     });
   }
@@ -703,6 +774,31 @@ class S3FileWriter implements FileWriter {
       await this.driver.removeUploadKeys(this.key, true);
       this.#status = "cancelled";
     });
+  }
+
+  /** WriterConflictError unless the saved state is still the one this writer read or saved last. */
+  async #checkState(op: string): Promise<void> {
+    const current = await this.driver.stateNonce(this.key);
+    if (current !== this.#version) {
+      throw new WriterConflictError(
+        this.#path(),
+        current === undefined ? `${op}: the upload was committed or cancelled meanwhile` : `${op}: the upload state was saved by another writer since this one read it`,
+      );
+    }
+  }
+
+  /** Save `state` under a new nonce, after checking that nobody else saved since this writer did. */
+  async #save(state: UploadState): Promise<void> {
+    await this.#checkState("save");
+    const nonce = newNonce();
+    await this.driver.saveState(this.key, { ...state, nonce });
+    this.state.nonce = nonce;
+    this.#version = nonce;
+  }
+
+  /** The driver path of the key (for errors). */
+  #path(): string {
+    return this.driver.root ? this.key.slice(this.driver.root.length) : `/${this.key}`;
   }
 
   #expect(op: string, allowed: WriterStatus[]): void {
@@ -735,10 +831,21 @@ class S3FileWriter implements FileWriter {
     const n = this.state.parts.length + 1;
     if (n > MAX_PARTS) throw new S3DriverError(`UploadPart ${n}`, this.key, "TooManyParts", `an object has at most ${MAX_PARTS} parts; raise chunksize`);
     if (!this.state.uploadId) {
-      this.state.uploadId = await this.driver.createUpload(this.key);
+      const tag = newNonce();
+      const uploadId = await this.driver.createUpload(this.key, tag);
       // Record the upload at once (with what the last close made durable), so that it can be aborted
-      // even if this writer is never closed.
-      await this.driver.saveState(this.key, this.state);
+      // even if this writer is never closed. The save checks that the state is still this writer's.
+      try {
+        await this.#save({ ...this.state, uploadId, tag, parts: [] });
+      } catch (err) {
+        await this.driver.abortUpload(this.key, uploadId);
+        throw err;
+      }
+      this.state.uploadId = uploadId;
+      this.state.tag = tag;
+    } else {
+      // Parts of another writer's upload are never overwritten knowingly.
+      await this.#checkState(`UploadPart ${n}`);
     }
     const etag = await this.driver.uploadPart(this.key, this.state.uploadId, n, body);
     this.state.parts.push({ n, etag, size: body.length });

@@ -188,7 +188,8 @@ export function createRegistryApi(opts: RegistryApiOptions): Hono {
       if (tagged === undefined) throw registryError("MANIFEST_UNKNOWN", { Tag: ref.tag });
       digest = tagged;
     } else digest = ref.digest;
-    if (etagMatches(c, digest)) return c.body(null, 304);
+    // A 304 only for a manifest this repository has: an ETag names content, not a repository's right to serve it.
+    if (etagMatches(c, digest) && (await manifests.exists(name, digest))) return c.body(null, 304);
     let stored = await manifests.get(name, digest);
     if (stored === undefined) throw registryError("MANIFEST_UNKNOWN", ref.kind === "tag" ? { Tag: ref.tag } : { Digest: digest.value });
     const accept = c.req.raw.headers.get("accept") ?? "";

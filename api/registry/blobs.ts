@@ -66,7 +66,9 @@ export interface ByteRange {
  * The `Range: bytes=...` of a blob GET against the blob's size (RFC 9110 14.2, as Go's
  * http.ServeContent reads it): a single range gives the bytes to send; "unsatisfiable" asks for a
  * 416 (a start at or past the end, or an end before the start); undefined means serve the whole
- * blob (no header, another unit, several ranges: a plain 200 is always allowed).
+ * blob (no header, another unit, several ranges: a plain 200 is always allowed). An empty blob has
+ * no bytes to select: any well-formed range gets the whole (empty) blob with a 200, as from Go's
+ * ServeContent (some clients send a Range with every request).
  */
 export function parseRange(header: string | undefined, size: number): ByteRange | "unsatisfiable" | undefined {
   if (header === undefined) return undefined;
@@ -74,6 +76,7 @@ export function parseRange(header: string | undefined, size: number): ByteRange 
   if (!m) return /^\s*bytes\s*=/i.test(header) && !header.includes(",") ? "unsatisfiable" : undefined;
   const [, first = "", last = ""] = m;
   if (first === "" && last === "") return "unsatisfiable";
+  if (size === 0) return undefined;
   if (first === "") {
     // A suffix: the last `last` bytes.
     const n = Number(last);

@@ -68,7 +68,11 @@ export class ManifestStore {
   async delete(name: string, d: Digest): Promise<boolean> {
     const stored = await this.get(name, d);
     if (stored === undefined && !(await this.exists(name, d))) return false;
-    for (const tag of await this.tagsOf(name, d)) await this.links.untag(name, tag);
+    for (const tag of await this.tagsOf(name, d)) {
+      // Read again right before removing: a tag re-pointed meanwhile (a push) is not this manifest's any more.
+      if ((await this.links.readTag(name, tag))?.value !== d.value) continue;
+      await this.links.untag(name, tag);
+    }
     if (stored !== undefined) {
       const subject = subjectOf(stored.bytes, stored.mediaType);
       if (subject !== undefined) await this.links.unlinkReferrer(name, subject, d);

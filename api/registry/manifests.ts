@@ -137,6 +137,13 @@ export function parseManifest(bytes: Uint8Array, contentType: string | undefined
   if ((mediaType === mediaTypes.dockerManifest || mediaType === mediaTypes.dockerList) && field !== mediaType) {
     throw invalid({ mediaType: field ?? null }, `manifest invalid: a Docker ${mediaType} must carry "mediaType": "${mediaType}"`);
   }
+  // Without a `mediaType` field the stored manifest is served as its shape says (storedMediaType):
+  // the declared type must be that one, or what was checked would not be what is served.
+  const shape = Array.isArray(obj.manifests) ? mediaTypes.ociIndex : mediaTypes.ociManifest;
+  if (field === undefined && mediaType !== shape) {
+    const has = shape === mediaTypes.ociIndex ? "has a manifests array (an index)" : "has no manifests array (not an index)";
+    throw invalid({ contentType: mediaType, shape }, `manifest invalid: declared ${mediaType} but the body ${has} and no mediaType field; add "mediaType": "${mediaType}" or send it as ${shape}`);
+  }
 
   const isIndex = indexTypes.has(mediaType);
   const parsed = (isIndex ? IndexShape : ImageShape).safeParse(obj);

@@ -3,13 +3,22 @@
 // can be continued by another instance on the same storage; nothing about it lives only in memory.
 //
 // Hashing: while an upload is written in one process, a running hash (the algorithm of the POST's
-// `digest-algorithm`, sha256 by default) is kept in memory next to the byte offset it covers, and the
-// final PUT only finishes it. When there is none that matches (a restart, another instance wrote the
-// last chunk, or the PUT names another algorithm), the PUT re-reads the committed bytes and hashes
-// them: correct always, fast in the common case, and no hash state is serialised. Bodies are
-// streamed chunk by chunk into the driver's writer, never held whole in memory.
+// `digest-algorithm`, sha256 by default) is kept in memory next to the byte offset it covers and the
+// writer `version` its own last close() left (driver.ts), and the final PUT only finishes it. It is
+// trusted only when the reopened writer still shows that version: nobody else (a restart, another
+// instance on the same S3 bucket) has written the upload since. Otherwise, or when the PUT names
+// another algorithm, the PUT re-reads the bytes and hashes them: correct always, fast in the common
+// case, and no hash state is serialised. Bodies are streamed chunk by chunk into the driver's
+// writer, never held whole in memory.
+//
+// The bytes that were hashed are the bytes that become the blob: where other processes share the
+// storage (S3), `data` may be replaced by another instance at any time, so the PUT first moves it to
+// a key of its own (`_uploads/<id>/verify-<random>`), checks that copy (its version is the one the
+// writer committed, or its bytes hash to the digest) and moves that copy into blobs/. On a
+// filesystem root, which one process owns, a trusted upload moves straight from `data`. An
+// existing blob is replaced by the checked bytes (the same bytes, unless it was stored wrong).
 import { createHash, randomUUID, type Hash } from "node:crypto";
-import { PathNotFoundError, type FileWriter, type StorageDriver } from "../../adapters/blobstore/driver.ts";
+import { PathNotFoundError, WriterConflictError, type FileWriter, type StorageDriver } from "../../adapters/blobstore/driver.ts";
 import type { Blobs } from "./blobs.ts";
 import { registryError } from "./errors.ts";
 import type { Links } from "./links.ts";
@@ -32,6 +41,11 @@ interface RunningHash {
   hash: Hash;
   /** Bytes of the upload the hash covers. */
   offset: number;
+  /**
+   * The writer version of the upload state the hash covers: what this process's last close() left
+   * (or the state the hash started on, at offset 0). undefined: never trusted.
+   */
+  version: string | undefined;
 }
 
 /** Running hashes kept at most; beyond it the oldest are dropped (and re-hashed at PUT if needed). */
@@ -57,7 +71,7 @@ export class Uploads {
     await this.driver.putContent(paths.uploadStartedAt(name, id), Buffer.from(startedAt));
     const writer = await this.driver.writer(paths.uploadData(name, id), false);
     await writer.close();
-    this.remember(key(name, id), { algorithm, hash: createHash(algorithm), offset: 0 });
+    this.remember(key(name, id), { algorithm, hash: createHash(algorithm), offset: 0, version: writer.version });
     return id;
   }
 
@@ -79,16 +93,18 @@ export class Uploads {
   append(name: string, id: string, body: AsyncIterable<Uint8Array>, range?: ChunkRange): Promise<number> {
     return this.exclusive(name, id, async () => {
       await this.mustExist(name, id);
+      const k = key(name, id);
       const writer = await this.resume(name, id);
+      const opened = writer.version;
       let written: number;
       try {
         checkRange(name, id, range, writer.size);
-        written = await this.copy(key(name, id), body, writer);
+        written = await this.copy(k, body, writer, opened);
       } catch (err) {
-        await writer.close().catch(() => {});
-        throw err;
+        await this.closeAfterError(k, writer);
+        throw await this.conflictOr(err, name, id);
       }
-      await writer.close();
+      await this.closeWriter(k, name, id, writer);
       // What arrived is kept either way; the client learns the size from the error's Range.
       checkLength(name, id, range, written, writer.size);
       return writer.size;
@@ -106,26 +122,47 @@ export class Uploads {
       const k = key(name, id);
       const data = paths.uploadData(name, id);
       const writer = await this.resume(name, id);
+      const opened = writer.version;
       try {
         checkRange(name, id, range, writer.size);
-        const written = body === undefined ? 0 : await this.copy(k, body, writer);
+        const written = body === undefined ? 0 : await this.copy(k, body, writer, opened);
         checkLength(name, id, range, written, writer.size);
         await writer.commit();
       } catch (err) {
-        await writer.close().catch(() => {});
-        throw err;
+        await this.closeAfterError(k, writer);
+        throw await this.conflictOr(err, name, id);
       }
       const running = this.hashes.get(k);
       this.hashes.delete(k);
-      const actual =
-        running !== undefined && running.algorithm === digest.algorithm && running.offset === writer.size
-          ? running.hash.digest("hex")
-          : await this.rehash(data, digest.algorithm);
+      // The running hash covers exactly the committed bytes, on top of a state this process left.
+      const trusted =
+        running !== undefined && running.algorithm === digest.algorithm && running.offset === writer.size && running.version !== undefined && running.version === opened;
+      let actual = trusted ? running.hash.digest("hex") : undefined;
+      let source = data;
+      if (actual === undefined || !this.driver.singleProcess) {
+        // Another process may replace `data` at any time (or, untrusted, did): the bytes checked and
+        // the bytes stored are those of a copy nobody else writes.
+        source = `${paths.uploadDir(name, id)}/verify-${randomUUID()}`;
+        try {
+          await this.driver.move(data, source);
+        } catch (err) {
+          if (err instanceof PathNotFoundError) throw registryError("BLOB_UPLOAD_UNKNOWN", { uuid: id }, "the upload was finished or cancelled by another request at the same time");
+          throw err;
+        }
+        if (actual !== undefined) {
+          // What this writer committed, or what another instance committed to `data` meanwhile?
+          const info = await this.driver.stat(source);
+          if (info.version === undefined || info.version !== writer.version || info.size !== writer.size) actual = undefined;
+        }
+        actual ??= await this.rehash(source, digest.algorithm);
+      }
       if (actual !== digest.hex) {
         await this.remove(name, id);
         throw registryError("DIGEST_INVALID", { expected: digest.value, actual: `${digest.algorithm}:${actual}` }, `the uploaded content's digest is ${digest.algorithm}:${actual}, not ${digest.value}`);
       }
-      if ((await this.blobs.stat(digest)) === undefined) await this.driver.move(data, paths.blobData(digest));
+      // Always moved, also over an existing blob: content addressed, so the same bytes, unless the
+      // stored ones are wrong.
+      await this.driver.move(source, paths.blobData(digest));
       await this.links.linkBlob(name, digest);
       await this.remove(name, id);
     });
@@ -150,15 +187,18 @@ export class Uploads {
 
   // ----
 
-  /** Stream `body` into `writer`, feeding the running hash when it covers exactly what is stored. */
-  private async copy(k: string, body: AsyncIterable<Uint8Array>, writer: { size: number; write(c: Uint8Array): Promise<void> }): Promise<number> {
+  /**
+   * Stream `body` into `writer`, feeding the running hash when it covers exactly what is stored:
+   * its offset is the writer's size and its version the one the writer was opened on (`opened`).
+   */
+  private async copy(k: string, body: AsyncIterable<Uint8Array>, writer: FileWriter, opened: string | undefined): Promise<number> {
     let running = this.hashes.get(k);
-    if (running !== undefined && running.offset !== writer.size) {
+    if (running !== undefined && (running.offset !== writer.size || running.version === undefined || running.version !== opened)) {
       this.hashes.delete(k);
       running = undefined;
     }
     if (running === undefined && writer.size === 0) {
-      running = { algorithm: "sha256", hash: createHash("sha256"), offset: 0 };
+      running = { algorithm: "sha256", hash: createHash("sha256"), offset: 0, version: opened };
       this.remember(k, running);
     }
     let written = 0;
@@ -176,6 +216,49 @@ export class Uploads {
       throw err;
     }
     return written;
+  }
+
+  /** close() after a PATCH: the running hash now stands on the state this close left. */
+  private async closeWriter(k: string, name: string, id: string, writer: FileWriter): Promise<void> {
+    try {
+      await writer.close();
+    } catch (err) {
+      this.hashes.delete(k);
+      throw await this.conflictOr(err, name, id);
+    }
+    const running = this.hashes.get(k);
+    if (running !== undefined) running.version = writer.version;
+  }
+
+  /** Keep what arrived after a failed request (the client continues from the Range); never throws. */
+  private async closeAfterError(k: string, writer: FileWriter): Promise<void> {
+    try {
+      await writer.close();
+    } catch {
+      this.hashes.delete(k);
+      return;
+    }
+    const running = this.hashes.get(k);
+    if (running !== undefined) running.version = writer.version;
+  }
+
+  /**
+   * Two requests wrote the upload at once (on two instances sharing the storage): this one lost
+   * and nothing it wrote is part of the upload. 416 RANGE_INVALID with the upload's Range, so the
+   * client can see where the upload stands.
+   */
+  private async conflictOr(err: unknown, name: string, id: string): Promise<unknown> {
+    if (!(err instanceof WriterConflictError)) return err;
+    this.hashes.delete(key(name, id));
+    const headers: Record<string, string> = { location: uploadLocation(name, id), "docker-upload-uuid": id };
+    try {
+      const writer = await this.driver.writer(paths.uploadData(name, id), true);
+      headers.range = rangeOf(writer.size);
+      await writer.close();
+    } catch {
+      // Finished or cancelled by the other request: no Range to tell.
+    }
+    return registryError("RANGE_INVALID", { uuid: id, reason: "concurrent write" }, "the upload was written by another request at the same time; this request's bytes were not kept: GET the upload for its Range").withHeaders(headers);
   }
 
   /** The upload's writer, continuing where it stopped; BLOB_UPLOAD_UNKNOWN when the driver has no bytes pending for it. */

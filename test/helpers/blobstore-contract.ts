@@ -247,6 +247,68 @@ export function driverContract(name: string, makeStore: () => Promise<ContractSt
       expect((await d.getContent("/w/_uploads/u1/data")).toString()).toBe("hello world");
     });
 
+    it("writer: size survives commit, small and multi-part objects alike", async () => {
+      const d = await fresh();
+      const small = await d.writer("/w/small", false);
+      await small.write(Buffer.from("twelve bytes"));
+      await small.commit();
+      expect(small.size).toBe(12);
+      const resumed = await d.writer("/w/resumed", false);
+      await resumed.write(Buffer.from("abc"));
+      await resumed.close();
+      const again = await (await store!.reopen()).writer("/w/resumed", true);
+      await again.write(Buffer.from("de"));
+      await again.commit();
+      expect(again.size).toBe(5);
+      const big = await d.writer("/w/big", false);
+      const data = pattern(11 * MiB + 3, 5);
+      await writeIn(big, data, MiB);
+      await big.commit();
+      expect(big.size).toBe(data.length);
+    });
+
+    it("writer: version is kept while nobody writes, changes with every close that wrote, names the committed object", async () => {
+      const d = await fresh();
+      const path = "/v/_uploads/u/data";
+      const w1 = await d.writer(path, false);
+      await w1.close();
+      const v1 = w1.version;
+      expect(typeof v1).toBe("string");
+      // Reopened without writing (here and in another process): the same version.
+      const idle = await (await store!.reopen()).writer(path, true);
+      expect(idle.version).toBe(v1);
+      await idle.close();
+      expect(idle.version).toBe(v1);
+      const w2 = await d.writer(path, true);
+      expect(w2.version).toBe(v1);
+      await w2.write(Buffer.from("first"));
+      await w2.close();
+      const v2 = w2.version;
+      expect(v2).not.toBe(v1);
+      // Another writer (another process) writes: the version the first left is gone.
+      const other = await (await store!.reopen()).writer(path, true);
+      expect(other.version).toBe(v2);
+      await other.write(Buffer.from("second"));
+      await other.close();
+      expect(other.version).not.toBe(v2);
+      const w3 = await d.writer(path, true);
+      expect(w3.version).toBe(other.version);
+      expect(w3.version).not.toBe(v2);
+      await w3.commit();
+      // The committed object's version is what stat reports, also after a move.
+      const info = await d.stat(path);
+      expect(info.size).toBe(11);
+      expect(info.version).toBeDefined();
+      expect(info.version).toBe(w3.version);
+      await d.move(path, "/v/_uploads/u/verify-1");
+      expect((await d.stat("/v/_uploads/u/verify-1")).version).toBe(w3.version);
+      // Another object with the same size has another version.
+      const w4 = await d.writer("/v/other", false);
+      await w4.write(Buffer.from("firstsecOND"));
+      await w4.commit();
+      expect((await d.stat("/v/other")).version).not.toBe(w3.version);
+    });
+
     it("writer: an empty commit makes an empty object; commit replaces an existing object", async () => {
       const d = await fresh();
       const w = await d.writer("/w/empty", false);

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { inspect } from "node:util";
 import { CreateBucketCommand, ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { InvalidPathError, PathNotFoundError, type StorageDriver } from "../../../adapters/blobstore/driver.ts";
+import { InvalidPathError, PathNotFoundError, WriterConflictError, type StorageDriver } from "../../../adapters/blobstore/driver.ts";
 import { S3Driver, S3DriverError, type S3DriverOptions } from "../../../adapters/blobstore/s3.ts";
 import { driverContract, pattern, readAll, type ContractStore } from "../../helpers/blobstore-contract.ts";
 import { loadServices, uniqueName, type S3Service } from "../../helpers/services.ts";
@@ -206,7 +206,7 @@ describe("S3Driver specifics (s3rver)", () => {
     expect(await allKeys(s3, `${st.root}/`)).toEqual([]);
   });
 
-  it("the writer's helper keys: gone after commit and cancel, refused as paths, hidden from list", async () => {
+  it("the writer's helper keys: gone after commit and cancel, unreachable as paths, hidden from list", async () => {
     const st = await store();
     const w = await st.driver.writer("/u/data", false);
     await w.write(pattern(6 * MiB, 71)); // part 1 at close
@@ -214,12 +214,12 @@ describe("S3Driver specifics (s3rver)", () => {
     const w2 = await st.driver.writer("/u/data", true);
     await w2.write(Buffer.from("tail"));
     await w2.close();
-    expect(await allKeys(s3, `${st.root}/`)).toEqual([`${st.root}/u/data.s3tail.0`, `${st.root}/u/data.s3upload`]);
+    expect(await allKeys(s3, `${st.root}/`)).toEqual([`${st.root}/u/data~s3tail.0`, `${st.root}/u/data~s3upload`]);
     expect(await st.driver.list("/u")).toEqual([]);
     const w3 = await st.driver.writer("/u/data", true);
     await w3.write(Buffer.from("more"));
     await w3.close(); // the other tail slot, then the state
-    expect(await allKeys(s3, `${st.root}/`)).toEqual([`${st.root}/u/data.s3tail.0`, `${st.root}/u/data.s3tail.1`, `${st.root}/u/data.s3upload`]);
+    expect(await allKeys(s3, `${st.root}/`)).toEqual([`${st.root}/u/data~s3tail.0`, `${st.root}/u/data~s3tail.1`, `${st.root}/u/data~s3upload`]);
     const w4 = await st.driver.writer("/u/data", true);
     expect(w4.size).toBe(6 * MiB + 8);
     await w4.commit();
@@ -234,10 +234,76 @@ describe("S3Driver specifics (s3rver)", () => {
     expect(await allKeys(s3, `${st.root}/`)).toEqual([`${st.root}/u/data`]);
     await expect(st.driver.writer("/u/cancelled", true)).rejects.toBeInstanceOf(PathNotFoundError);
 
-    for (const p of ["/u/data.s3upload", "/u/data.s3tail.0", "/u/data.s3tail.1"]) {
+    for (const p of ["/u/data~s3upload", "/u/data~s3tail.0", "/u/data~s3tail.1"]) {
       await expect(st.driver.getContent(p)).rejects.toBeInstanceOf(InvalidPathError);
       await expect(st.driver.writer(p, false)).rejects.toBeInstanceOf(InvalidPathError);
     }
+  });
+
+  it("paths that end like the old helper keys (.s3upload, .s3tail.0) are ordinary objects and directories", async () => {
+    const st = await store();
+    const d = st.driver;
+    const names = ["/n/x.s3upload", "/n/x.s3tail.0", "/n/x.s3tail.1"];
+    for (const p of names) {
+      await d.putContent(p, Buffer.from(p));
+      expect((await d.getContent(p)).toString()).toBe(p);
+      expect(await d.stat(p)).toMatchObject({ path: p, size: p.length, isDir: false });
+    }
+    await d.putContent("/n/repo.s3upload/_manifests/tags/v2.s3upload/current/link", Buffer.from("sha256:aa"));
+    expect((await d.list("/n")).sort()).toEqual([...names, "/n/repo.s3upload"].sort());
+    expect(await d.list("/n/repo.s3upload/_manifests/tags")).toEqual(["/n/repo.s3upload/_manifests/tags/v2.s3upload"]);
+    const w = await d.writer("/n/up.s3upload/data.s3upload", false);
+    await w.write(Buffer.from("pending"));
+    await w.close();
+    const w2 = await (await st.reopen()).writer("/n/up.s3upload/data.s3upload", true);
+    expect(w2.size).toBe(7);
+    await w2.commit();
+    expect((await d.getContent("/n/up.s3upload/data.s3upload")).toString()).toBe("pending");
+    await d.move("/n/x.s3upload", "/n/moved.s3tail.0");
+    await d.delete("/n/repo.s3upload/_manifests/tags/v2.s3upload");
+    await expect(d.stat("/n/repo.s3upload/_manifests/tags")).rejects.toBeInstanceOf(PathNotFoundError);
+    await d.delete("/n");
+    expect(await allKeys(s3, `${st.root}/`)).toEqual([]);
+  });
+
+  it("two writers opened on one upload state (two instances): the second to write fails, the first's bytes stand", async () => {
+    const st = await store({ chunkSize: 5 * MiB });
+    const a = st.driver;
+    const b = await st.reopen();
+    const path = "/docker/registry/v2/repositories/r/_uploads/u/data";
+    const w0 = await a.writer(path, false);
+    await w0.close();
+    const x = pattern(6 * MiB, 101);
+    const y = pattern(6 * MiB, 102);
+    // Both open on the same state; A writes a part and a tail and closes; B's first write fails.
+    const wa = await a.writer(path, true);
+    const wb = await b.writer(path, true);
+    expect(wa.version).toBe(wb.version);
+    await wa.write(x);
+    await wa.close();
+    await expect(wb.write(y)).rejects.toBeInstanceOf(WriterConflictError);
+    await wb.close(); // nothing of B's is made durable
+    const wc = await b.writer(path, true);
+    expect(wc.size).toBe(x.length);
+    expect(wc.version).toBe(wa.version);
+    await wc.commit();
+    expect((await a.getContent(path)).equals(x)).toBe(true);
+
+    // Interleaved the other way: both write (B after A's claim), A's close and B's part fail in turn.
+    const path2 = `${path}2`;
+    await (await a.writer(path2, false)).close();
+    const wa2 = await a.writer(path2, true);
+    const wb2 = await b.writer(path2, true);
+    await wb2.write(Buffer.from("b first"));
+    await expect(wa2.write(x)).rejects.toBeInstanceOf(WriterConflictError);
+    await wb2.close();
+    // A writer whose upload was committed by another meanwhile cannot commit over it.
+    const wa3 = await a.writer(path2, true);
+    const wb3 = await b.writer(path2, true);
+    await wb3.commit();
+    await wa3.write(Buffer.from("late")).catch(() => {});
+    await expect(wa3.commit()).rejects.toBeInstanceOf(WriterConflictError);
+    expect((await a.getContent(path2)).toString()).toBe("b first");
   });
 
   it("a writer that was never closed resumes from the last close (parts uploaded since are redone)", async () => {

@@ -34,6 +34,30 @@ function expectError(a: Answer, status: number, code: string): void {
   expect(a.headers.get("docker-distribution-api-version")).toBe("registry/2.0");
 }
 
+/** The driver with every reader() of an upload's bytes (a re-hash) recorded. */
+function recordingUploadReads(inner: StorageDriver): { driver: StorageDriver; reads: string[] } {
+  const reads: string[] = [];
+  const driver = new Proxy(inner, {
+    get(target, prop) {
+      if (prop === "reader") {
+        return (path: string, offset?: number, length?: number) => {
+          if (path.includes("/_uploads/")) reads.push(path);
+          return target.reader(path, offset, length);
+        };
+      }
+      const value = Reflect.get(target, prop, target) as unknown;
+      return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+  return { driver, reads };
+}
+
+/** Where a blob's bytes are stored (distribution's layout). */
+function blobPath(digest: string): string {
+  const [alg, hex] = digest.split(":") as [string, string];
+  return `/docker/registry/v2/blobs/${alg}/${hex.slice(0, 2)}/${hex}/data`;
+}
+
 export function registryConformance(driverName: string, factory: DriverFactory): void {
   describe(`registry conformance (${driverName} driver)`, () => {
     let fx: DriverFixture;
@@ -114,6 +138,23 @@ export function registryConformance(driverName: string, factory: DriverFactory):
         expect((await c.req("HEAD", `/v2/${r}/manifests/missing-tag`, { headers: accept })).status).toBe(404);
         // "sha256:baddigeststring": the conformance suite accepts 400 or 404; ours is 400 DIGEST_INVALID.
         expectError(await c.req("GET", `/v2/${r}/manifests/sha256:baddigeststring`, { headers: accept }), 400, "DIGEST_INVALID");
+      });
+
+      it("If-None-Match on a manifest is 304 only where the repository has it", async () => {
+        const r = repo();
+        const img = makeImage({ layers: 1 });
+        await c.pushImage(r, "t", img);
+        const headers = { accept: mt.ociManifest, "if-none-match": `"${img.digest}"` };
+        expect((await c.req("GET", `/v2/${r}/manifests/${img.digest}`, { headers })).status).toBe(304);
+        // Another repository does not have it: the ETag names content, not a right to it.
+        const other = repo();
+        await c.pushImage(other, "t", makeImage({ layers: 1 }));
+        expectError(await c.req("GET", `/v2/${other}/manifests/${img.digest}`, { headers }), 404, "MANIFEST_UNKNOWN");
+        expect((await c.req("HEAD", `/v2/${other}/manifests/${img.digest}`, { headers })).status).toBe(404);
+        expectError(await c.req("GET", `/v2/${repo("none")}/manifests/${img.digest}`, { headers }), 404, "MANIFEST_UNKNOWN");
+        // Deleted: no 304 any more.
+        expect((await c.req("DELETE", `/v2/${r}/manifests/${img.digest}`)).status).toBe(202);
+        expectError(await c.req("GET", `/v2/${r}/manifests/${img.digest}`, { headers }), 404, "MANIFEST_UNKNOWN");
       });
 
       it("serves OCI types only to clients that accept them (or */*); Docker types always", async () => {
@@ -263,6 +304,85 @@ export function registryConformance(driverName: string, factory: DriverFactory):
           expect(await snapshot(driver)).toEqual(before);
         });
       }
+
+      it("a push reads the upload's bytes back only when its running hash cannot be trusted (after a restart)", async () => {
+        const { driver: recorded, reads } = recordingUploadReads(driver);
+        const s = await serveRegistry(recorded);
+        const r = repo();
+        try {
+          const cc = new Client(s.base);
+          // Monolithic and small (one PutObject on S3), and POST + PATCHes + PUT past an S3 part.
+          await cc.pushBlob(r, randomBytes(3000));
+          const big = randomBytes(11 * 1024 * 1024 + 5);
+          const loc = cc.url((await cc.req("POST", `/v2/${r}/blobs/uploads/`)).headers.get("location"));
+          const cut = 4 * 1024 * 1024;
+          expect((await cc.req("PATCH", loc, { body: big.subarray(0, cut), headers: { "content-range": `0-${cut - 1}` } })).status).toBe(202);
+          expect((await cc.req("PATCH", loc, { body: big.subarray(cut, 2 * cut - 100), headers: { "content-range": `${cut}-${2 * cut - 101}` } })).status).toBe(202);
+          const put = await cc.req("PUT", `${loc}?digest=${digestOf(big)}`, { body: big.subarray(2 * cut - 100), headers: { "content-range": `${2 * cut - 100}-${big.length - 1}` } });
+          expect(put.status, put.text).toBe(201);
+          expect((await cc.req("GET", `/v2/${r}/blobs/${digestOf(big)}`)).body.equals(big)).toBe(true);
+          expect(reads).toEqual([]);
+        } finally {
+          await s.close();
+        }
+        // A PATCH through one registry, the PUT through another (a restart): the bytes are hashed
+        // once, from a copy of the upload's own, never from `data` that another instance may replace.
+        const first = await serveRegistry(recorded);
+        const bytes = randomBytes(5000);
+        const path = (await new Client(first.base).req("POST", `/v2/${r}/blobs/uploads/`)).headers.get("location")!;
+        expect((await new Client(first.base).req("PATCH", path, { body: bytes })).status).toBe(202);
+        await first.close();
+        const second = await serveRegistry(recorded);
+        try {
+          const c2 = new Client(second.base);
+          expect((await c2.req("PUT", `${path}?digest=${digestOf(bytes)}`)).status).toBe(201);
+          expect(reads).toHaveLength(1);
+          expect(reads[0]).toMatch(/\/_uploads\/[0-9a-f-]{36}\/verify-[0-9a-f-]{36}$/);
+          expect((await c2.req("GET", `/v2/${r}/blobs/${digestOf(bytes)}`)).body.equals(bytes)).toBe(true);
+        } finally {
+          await second.close();
+        }
+      });
+
+      it("a blob stored with other bytes than its digest's is replaced by a verified push", async () => {
+        const r = repo();
+        const right = randomBytes(2500);
+        const d = digestOf(right);
+        await driver.putContent(blobPath(d), randomBytes(2500));
+        expect(await c.pushBlob(r, right)).toBe(d);
+        expect((await c.req("GET", `/v2/${r}/blobs/${d}`)).body.equals(right)).toBe(true);
+        // Chunked, after a restart (the re-hashed path) too.
+        const other = randomBytes(4000);
+        const od = digestOf(other);
+        await driver.putContent(blobPath(od), Buffer.alloc(4000, "y"));
+        const first = await serveRegistry(driver);
+        const path = (await new Client(first.base).req("POST", `/v2/${r}/blobs/uploads/`)).headers.get("location")!;
+        await new Client(first.base).req("PATCH", path, { body: other });
+        await first.close();
+        expect((await c.req("PUT", `${path}?digest=${od}`)).status).toBe(201);
+        expect((await c.req("GET", `/v2/${r}/blobs/${od}`)).body.equals(other)).toBe(true);
+      });
+
+      it("a manifest whose body has the other shape than its declared type (and no mediaType) is 400 MANIFEST_INVALID", async () => {
+        const r = repo();
+        const img = makeImage({ layers: 1 });
+        for (const b of img.blobs) await c.pushBlob(r, b);
+        const m = JSON.parse(img.manifest) as Record<string, unknown>;
+        delete m.mediaType;
+        const before = await snapshot(driver);
+        // Declared an image manifest, shaped as an index: it would be served as an index.
+        const indexShaped = JSON.stringify({ ...m, manifests: [] });
+        expectError(await c.pushManifest(r, "weird", indexShaped, mt.ociManifest), 400, "MANIFEST_INVALID");
+        expectError(await c.pushManifest(r, digestOf(indexShaped), indexShaped, mt.ociManifest), 400, "MANIFEST_INVALID");
+        // Declared an index, shaped as an image manifest.
+        expectError(await c.pushManifest(r, "weird", JSON.stringify(m), mt.ociIndex), 400, "MANIFEST_INVALID");
+        expect(await snapshot(driver)).toEqual(before);
+        // With the mediaType field the body says what it is, and is served as that.
+        const typed = JSON.stringify({ ...m, mediaType: mt.ociManifest, manifests: [] });
+        expect((await c.pushManifest(r, "typed", typed, mt.ociManifest)).status).toBe(201);
+        const got = await c.req("GET", `/v2/${r}/manifests/typed`, { headers: { accept: `${mt.ociManifest}, ${mt.ociIndex}` } });
+        expect(got.headers.get("content-type")).toBe(mt.ociManifest);
+      });
 
       it("the empty blob and the empty JSON object", async () => {
         const r = repo();
@@ -466,6 +586,45 @@ export function registryConformance(driverName: string, factory: DriverFactory):
         }
       });
 
+      it("repository names and tags ending like the S3 driver's helper keys (.s3upload, .s3tail.0) are ordinary", async () => {
+        const own = await factory();
+        const s = await serveRegistry(own.driver);
+        try {
+          const cc = new Client(s.base);
+          const names = ["shop/web", "shop/x.s3upload", "shop/y.s3tail.0", "z.s3upload/a"];
+          const images = new Map<string, ReturnType<typeof makeImage>>();
+          for (const name of names) {
+            const img = makeImage({ layers: 1, layerSize: 32 });
+            images.set(name, img);
+            await cc.pushImage(name, "v1", img);
+          }
+          const web = images.get("shop/web")!;
+          await cc.pushImage("shop/web", "v2.s3upload", web);
+          await cc.pushImage("shop/x.s3upload", "v2.s3tail.1", images.get("shop/x.s3upload")!);
+          const all = await cc.req("GET", "/v2/_catalog");
+          expect(all.status, all.text).toBe(200);
+          expect(all.json()).toEqual({ repositories: [...names].sort() });
+          expect((await cc.req("GET", "/v2/shop/web/tags/list")).json()).toEqual({ name: "shop/web", tags: ["v1", "v2.s3upload"] });
+          expect((await cc.req("GET", "/v2/shop/web/manifests/v2.s3upload", { headers: { accept: mt.ociManifest } })).status).toBe(200);
+          expect((await cc.req("DELETE", "/v2/shop/web/manifests/v2.s3upload")).status).toBe(202);
+          expect((await cc.req("GET", "/v2/shop/web/tags/list")).json()).toEqual({ name: "shop/web", tags: ["v1"] });
+          expect((await cc.req("DELETE", `/v2/shop/web/manifests/${web.digest}`)).status).toBe(202);
+          const x = images.get("shop/x.s3upload")!;
+          expect((await cc.req("DELETE", `/v2/shop/x.s3upload/manifests/${x.digest}`)).status).toBe(202);
+          expectError(await cc.req("GET", "/v2/shop/x.s3upload/manifests/v2.s3tail.1", { headers: { accept: mt.ociManifest } }), 404, "MANIFEST_UNKNOWN");
+          expect((await cc.req("DELETE", `/v2/shop/x.s3upload/blobs/${digestOf(x.blobs[1]!)}`)).status).toBe(202);
+          // An upload in such a repository, cancelled.
+          const loc = cc.url((await cc.req("POST", "/v2/shop/x.s3upload/blobs/uploads/")).headers.get("location"));
+          await cc.req("PATCH", loc, { body: randomBytes(100) });
+          expect((await cc.req("DELETE", loc)).status).toBe(204);
+          expect((await cc.req("GET", "/v2/_catalog")).status).toBe(200);
+        } finally {
+          await s.close();
+          await own.driver.close();
+          await own.cleanup();
+        }
+      });
+
       it("referrers: an index of the manifests whose subject is the digest, artifactType from the manifest or its config, filter, OCI-Subject", async () => {
         const r = repo();
         const subject = makeImage({ layers: 1 });
@@ -601,6 +760,23 @@ export function registryConformance(driverName: string, factory: DriverFactory):
         expect(head.headers.get("content-length")).toBe("10");
         // Several ranges: the whole blob (a 200 is always allowed).
         expect((await get("bytes=0-1,5-6")).status).toBe(200);
+      });
+    });
+
+    describe("range reads of the empty blob", () => {
+      it("any well-formed Range gets 200 and the empty body (Go's ServeContent); a malformed one is 416", async () => {
+        const r = repo();
+        const d = await c.pushBlob(r, Buffer.alloc(0));
+        for (const range of ["bytes=0-", "bytes=0-0", "bytes=0-1023", "bytes=-1", "bytes=5-"]) {
+          for (const method of ["GET", "HEAD"]) {
+            const a = await c.req(method, `/v2/${r}/blobs/${d}`, { headers: { range } });
+            expect(a.status, `${method} ${range}`).toBe(200);
+            expect(a.headers.get("content-length")).toBe("0");
+            expect(a.headers.get("content-range")).toBeNull();
+            expect(a.body.length).toBe(0);
+          }
+        }
+        expect((await c.req("GET", `/v2/${r}/blobs/${d}`, { headers: { range: "bytes=x-y" } })).status).toBe(416);
       });
     });
 

@@ -51,6 +51,11 @@ describe("headers", () => {
     expect(parseRange("items=0-1", 10)).toBeUndefined();
   });
 
+  it("Range of an empty blob: the whole (empty) blob for any well-formed range, as Go's ServeContent answers", () => {
+    for (const r of ["bytes=0-", "bytes=0-0", "bytes=5-10", "bytes=-1", "bytes=-0"]) expect(parseRange(r, 0), r).toBeUndefined();
+    for (const u of ["bytes=x-y", "bytes=-"]) expect(parseRange(u, 0), u).toBe("unsatisfiable");
+  });
+
   it("Content-Range of a chunk", () => {
     expect(parseContentRange(undefined)).toBeUndefined();
     expect(parseContentRange("0-99")).toEqual({ start: 0, end: 99 });
@@ -85,6 +90,14 @@ describe("manifests", () => {
     expect(codeOf(() => parseManifest(bytes({ schemaVersion: 1 }), undefined))).toBe("MANIFEST_INVALID");
     expect(codeOf(() => parseManifest(bytes({ ...oci, layers: [{ ...desc, size: -1 }] }), undefined))).toBe("MANIFEST_INVALID");
     expect(storedMediaType(bytes(bare))).toBe("application/vnd.oci.image.manifest.v1+json");
+    // Without a mediaType field a stored manifest is served as its shape says: the declared type must agree.
+    const indexShaped = { ...bare, manifests: [] };
+    expect(storedMediaType(bytes(indexShaped))).toBe("application/vnd.oci.image.index.v1+json");
+    expect(codeOf(() => parseManifest(bytes(indexShaped), "application/vnd.oci.image.manifest.v1+json"))).toBe("MANIFEST_INVALID");
+    expect(codeOf(() => parseManifest(bytes(bare), "application/vnd.oci.image.index.v1+json"))).toBe("MANIFEST_INVALID");
+    // With the field, the field decides what is served, and it is the declared type.
+    expect(parseManifest(bytes({ ...oci, manifests: [] }), "application/vnd.oci.image.manifest.v1+json").kind).toBe("manifest");
+    expect(storedMediaType(bytes({ ...oci, manifests: [] }))).toBe("application/vnd.oci.image.manifest.v1+json");
     expect(storedMediaType(bytes({ schemaVersion: 1, signatures: [] }))).toBe("application/vnd.docker.distribution.manifest.v1+prettyjws");
   });
 
