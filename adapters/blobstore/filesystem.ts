@@ -90,7 +90,8 @@ export class FilesystemDriver implements StorageDriver {
       return Readable.from([]);
     }
     // The stream owns the handle from here and closes it when it ends or is destroyed.
-    return createReadStream(full, { fd: handle, start: offset, end: end - 1, autoClose: true });
+    // 1 MiB reads: a 200 MB layer in 200 reads instead of 3,200 (a pull spent most of its CPU on them).
+    return createReadStream(full, { fd: handle, start: offset, end: end - 1, autoClose: true, highWaterMark: 1 << 20 });
   }
 
   async writer(path: string, append: boolean): Promise<FileWriter> {
