@@ -3,6 +3,7 @@
 // effect without a restart), and the certificate bundle file (re-read when it changes).
 import { readFileSync, unwatchFile, watchFile } from "node:fs";
 import type { Store } from "../adapters/store/store.ts";
+import { registryAuthConfigKey } from "../api/console/registry-token.ts";
 import type { TokenAuthConfig } from "../api/registry/config.ts";
 import type { TokenAuthSettings } from "../api/registry/token-auth.ts";
 import { realClock } from "../runtime/clock.ts";
@@ -11,8 +12,6 @@ import { untilAborted } from "../runtime/aborted.ts";
 import type { Runnable } from "../runtime/manager.ts";
 import { UsageError } from "./options.ts";
 
-/** Where the console publishes {realm, issuer, service} (spec D). */
-export const registryAuthKey = "/platform/config/auth/registry";
 
 interface RealmIssuerService {
   realm: string;
@@ -71,7 +70,7 @@ export class RegistryAuthSettings implements Runnable {
     const problem = bundle?.load();
     if (problem) log.warn({ file: bundle!.path }, `registry token certificate bundle not readable yet: ${problem}`);
     if (config?.realm !== undefined) {
-      log.info({ key: registryAuthKey }, "the config's auth.token realm, issuer and service are not used: the store key decides token auth (-store)");
+      log.info({ key: registryAuthConfigKey }, "the config's auth.token realm, issuer and service are not used: the store key decides token auth (-store)");
     }
     await this.read();
   }
@@ -113,11 +112,11 @@ export class RegistryAuthSettings implements Runnable {
     while (!signal.aborted) {
       let watch: { close(): Promise<void> } | undefined;
       const ended = new Promise<Error>((resolveEnded) => {
-        watch = this.o.store.watch(registryAuthKey, this.revision + 1, {
+        watch = this.o.store.watch(registryAuthConfigKey, this.revision + 1, {
           onEvents: (events) => {
             for (const ev of events) {
               this.revision = Math.max(this.revision, ev.kv.modRevision);
-              if (ev.kv.key === registryAuthKey) this.apply(ev.type === "put" ? ev.kv.value : undefined);
+              if (ev.kv.key === registryAuthConfigKey) this.apply(ev.type === "put" ? ev.kv.value : undefined);
             }
           },
           onProgress: (revision) => {
@@ -129,7 +128,7 @@ export class RegistryAuthSettings implements Runnable {
       const err = await Promise.race([ended, untilAborted(signal).then(() => undefined)]);
       await watch?.close().catch(() => {});
       if (err === undefined || signal.aborted) return;
-      this.o.log.warn({ err, key: registryAuthKey }, "watch of the registry auth key ended; reading the key again");
+      this.o.log.warn({ err, key: registryAuthConfigKey }, "watch of the registry auth key ended; reading the key again");
       while (!signal.aborted) {
         await realClock.sleep(retryMs, signal).catch(() => {});
         if (signal.aborted) return;
@@ -137,7 +136,7 @@ export class RegistryAuthSettings implements Runnable {
           await this.read();
           break;
         } catch (e) {
-          this.o.log.warn({ err: e, key: registryAuthKey }, "reading the registry auth key failed; retrying");
+          this.o.log.warn({ err: e, key: registryAuthConfigKey }, "reading the registry auth key failed; retrying");
         }
       }
     }
@@ -145,25 +144,25 @@ export class RegistryAuthSettings implements Runnable {
 
   /** Read the key and the revision it was read at. */
   private async read(): Promise<void> {
-    const page = await this.o.store.list(registryAuthKey, { limit: 1 });
+    const page = await this.o.store.list(registryAuthConfigKey, { limit: 1 });
     const kv = page.items[0];
     this.revision = page.revision;
-    this.apply(kv?.key === registryAuthKey ? kv.value : undefined);
+    this.apply(kv?.key === registryAuthConfigKey ? kv.value : undefined);
   }
 
   private apply(value: string | undefined): void {
     const { log } = this.o;
     let next: RealmIssuerService | undefined;
     let why = "";
-    if (value === undefined) why = `the store key ${registryAuthKey} is absent`;
+    if (value === undefined) why = `the store key ${registryAuthConfigKey} is absent`;
     else {
       try {
         const v = JSON.parse(value) as Record<string, unknown>;
         const ok = (x: unknown): x is string => typeof x === "string" && x !== "";
         if (v && ok(v.realm) && ok(v.issuer) && ok(v.service)) next = { realm: v.realm, issuer: v.issuer, service: v.service };
-        else why = `the store key ${registryAuthKey} does not hold non-empty realm, issuer and service`;
+        else why = `the store key ${registryAuthConfigKey} does not hold non-empty realm, issuer and service`;
       } catch {
-        why = `the store key ${registryAuthKey} is not JSON`;
+        why = `the store key ${registryAuthConfigKey} is not JSON`;
       }
     }
     this.fromStore = next;
@@ -171,10 +170,10 @@ export class RegistryAuthSettings implements Runnable {
     if (state === this.lastState) return;
     const first = this.lastState === "";
     this.lastState = state;
-    if (next) log.info({ ...next, key: registryAuthKey }, "registry token auth on (store key)");
-    else if (!this.o.openAllowed) log.error({ key: registryAuthKey, address: this.o.web }, `registry token auth has no settings: ${why}; every request is refused (the listener is not loopback)`);
-    else if (first && value === undefined) log.warn({ key: registryAuthKey }, `registry token auth off: ${why}; every request is allowed`);
-    else log.warn({ key: registryAuthKey }, `registry token auth off: ${why}; every request is allowed from now on`);
+    if (next) log.info({ ...next, key: registryAuthConfigKey }, "registry token auth on (store key)");
+    else if (!this.o.openAllowed) log.error({ key: registryAuthConfigKey, address: this.o.web }, `registry token auth has no settings: ${why}; every request is refused (the listener is not loopback)`);
+    else if (first && value === undefined) log.warn({ key: registryAuthConfigKey }, `registry token auth off: ${why}; every request is allowed`);
+    else log.warn({ key: registryAuthConfigKey }, `registry token auth off: ${why}; every request is allowed from now on`);
   }
 }
 

@@ -1,4 +1,4 @@
-// One registry per filesystem root directory (spec D's limit; docs/registry.md, "Running the
+// One registry per filesystem root directory (docs/registry.md, "Running the
 // registry"): a lock file at ROOTDIRECTORY/capstan/registry.lock, created atomically, naming its
 // holder (pid, host, boot id, pid namespace, start time) and refreshed while held, so a second
 // registry refuses to start naming the first, and a dead holder's lock is taken over.

@@ -37,10 +37,11 @@ import type { AccessEntry } from "../registry/access.ts";
 import { libtrustKeyId } from "../registry/token-auth.ts";
 import { systemWallClock, type WallClock } from "./clock.ts";
 import { authErrorHandler } from "./errors.ts";
+import { isRepositoryName } from "../registry/names.ts";
 import { consolePrefix, CorruptRecordError, decodeRecord } from "./records.ts";
 
 export const registrySigningKeyKey = `${consolePrefix}registry-signing-key`;
-/** Where the registry reads {realm, issuer, service} (spec D; DESIGN.md key layout). */
+/** Where the registry reads {realm, issuer, service} (docs/registry.md, "Token authentication"). */
 export const registryAuthConfigKey = "/platform/config/auth/registry";
 export const registryTokenPath = "/api/v1/authorize/registry/";
 export const defaultRegistryIssuer = "capstan-console";
@@ -262,8 +263,6 @@ export async function publishRegistryAuthConfig(store: Store, config: RegistryAu
 // ------------------------------------------------------------------------------------------------
 // Scopes: what a client asks for, and what a caller is granted.
 
-/** distribution's repository name grammar (reference/distribution-name). */
-const repositoryName = /^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(\/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*$/;
 const maxScopes = 100;
 
 /**
@@ -282,7 +281,7 @@ export function parseScopes(params: readonly string[]): AccessEntry[] {
       const type = scope.slice(0, first);
       const name = scope.slice(first + 1, last);
       const actions = [...new Set(scope.slice(last + 1).split(",").filter((a) => a !== ""))];
-      if (type === "repository" && repositoryName.test(name) && name.length <= 255) out.push({ type, name, actions });
+      if (type === "repository" && isRepositoryName(name)) out.push({ type, name, actions });
       else if (type === "registry" && name === "catalog") out.push({ type, name, actions });
     }
   }

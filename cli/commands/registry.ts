@@ -14,7 +14,7 @@
 //   ./registry-data for s3), and token auth is what the config's auth.token says.
 // - The certificate bundle is always the config's auth.token.rootcertbundle file, re-read when the
 //   file changes (checked every second).
-// - Filesystem storage: only one registry may serve a root directory (spec D, limits). The
+// - Filesystem storage: only one registry may serve a root directory (docs/registry.md, "One registry per root directory"). The
 //   process takes ROOTDIRECTORY/capstan/registry.lock before anything else (RootDirectoryLock) and
 //   refuses to start, naming the holder, when another live registry has it.
 //
@@ -37,7 +37,8 @@ import { createLogger, type Logger } from "../../runtime/log.ts";
 import { untilAborted } from "../../runtime/aborted.ts";
 import type { Runnable } from "../../runtime/manager.ts";
 import { RootDirectoryInUseError, RootDirectoryLock, RootDirectoryLockError } from "../../adapters/blobstore/root-lock.ts";
-import { CertBundleFile, RegistryAuthSettings, registryAuthKey } from "../registry-auth.ts";
+import { registryAuthConfigKey } from "../../api/console/registry-token.ts";
+import { CertBundleFile, RegistryAuthSettings } from "../registry-auth.ts";
 import { authFromOptions, authOptionDefs, isLoopbackHost } from "../auth-options.ts";
 import { parseListenAddress } from "../listen.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
@@ -57,7 +58,7 @@ const defs: OptionDef[] = [
   {
     name: "store",
     type: "string",
-    help: `store URL (sqlite://PATH, etcd://HOST:PORT, etcds://...); given, the store key ${registryAuthKey} turns token auth on and off (default sqlite://DATA/state.db)`,
+    help: `store URL (sqlite://PATH, etcd://HOST:PORT, etcds://...); given, the store key ${registryAuthConfigKey} turns token auth on and off (default sqlite://DATA/state.db)`,
   },
   ...storeConnectionOptionDefs,
   { name: "data", type: "string", help: "directory of the embedded store when -store is not given (default ROOTDIRECTORY/capstan for filesystem storage, ./registry-data for s3)" },
@@ -65,7 +66,7 @@ const defs: OptionDef[] = [
 ];
 
 const summary = `Runs the image registry (the Docker Registry HTTP API V2 at /v2/) with the storage and token
-auth of distribution's config.yaml. With -store, the store key ${registryAuthKey}
+auth of distribution's config.yaml. With -store, the store key ${registryAuthConfigKey}
 ({realm, issuer, service}, written by the console) turns token auth on and off while it runs; the
 certificate bundle is the config's auth.token.rootcertbundle. Filesystem storage is served by one
 registry at a time (a lock in ROOTDIRECTORY/capstan).
@@ -413,4 +414,3 @@ class RegistryListener implements Runnable {
 }
 
 
-export { registryAuthKey };

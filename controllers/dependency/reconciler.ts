@@ -33,7 +33,7 @@
 // - D5 the status is written only when it changed, with compare-and-swap on its modRevision; the
 //   pass waits for the status informer to reflect its own last write before reading it again.
 // - D7 a pod is created only once its images are on its node: a missing one is pulled first
-//   (../shared/image-pull.ts, in the background; the pod is pending with the pull's progress as its
+//   (controllers/shared/image-pull.ts, in the background; the pod is pending with the pull's progress as its
 //   lastError until it is done; a failed pull is a failed deploy, with back-off).
 import PQueue from "p-queue";
 import type { CachedContainer, ContainerCache } from "../../adapters/cluster/container-cache.ts";

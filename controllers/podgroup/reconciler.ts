@@ -32,7 +32,7 @@
 //   says they are installed (secret-marker.ts); a restart of an exited one does not wait, since
 //   the files are already in it and Secret-sync keeps them current.
 // - R11 a pod is created on a node only once its images are there: a missing one is pulled first
-//   (../shared/image-pull.ts, in the background; the pod is pending, its lastError the pull's
+//   (controllers/shared/image-pull.ts, in the background; the pod is pending, its lastError the pull's
 //   progress, until it is done; a failed pull is a failed deploy). A drift move pulls on the new
 //   node BEFORE it removes the pod on `from`.
 import PQueue from "p-queue";

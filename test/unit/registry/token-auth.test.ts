@@ -95,7 +95,7 @@ const bearer = (t: string) => `Bearer ${t}`;
 
 describe("libtrust key ID", () => {
   it("equals the published kid of the original console's certificate (distribution 2.8's derivation)", () => {
-    // The public key of laincloud/console authorize/conf/server.pem; reference/original-system.md
+    // The public key of laincloud/console authorize/conf/server.pem
     // 4.2 gives its kid, as the original hard-coded it and distribution computed it.
     const publicKey = createPublicKey(
       [
