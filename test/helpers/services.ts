@@ -5,6 +5,7 @@ import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { promisify } from "node:util";
 import { fileURLToPath } from "node:url";
+import type { S3DriverOptions } from "../../adapters/blobstore/s3.ts";
 
 const run = promisify(execFile);
 
@@ -85,4 +86,16 @@ export function socketPath(endpoint: string): string {
 /** A short random suffix so each test's keys and containers are its own. */
 export function uniqueName(prefix: string): string {
   return `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 7)}`;
+}
+
+/** The S3 server `scripts/services start` runs, or an error saying how to get it. */
+export function s3Service(): S3Service {
+  const s3 = loadServices().s3;
+  if (!s3) throw new Error("no S3 server in the services env file: run 'scripts/services start' (it starts s3rver)");
+  return s3;
+}
+
+/** S3Driver options for the services' s3rver, below `rootDirectory` of its bucket. */
+export function s3DriverOptions(rootDirectory: string, more: Partial<S3DriverOptions> = {}, s3: S3Service = s3Service()): S3DriverOptions {
+  return { accessKey: s3.accessKey, secretKey: s3.secretKey, region: s3.region, regionEndpoint: s3.endpoint, bucket: s3.bucket, secure: false, rootDirectory, ...more };
 }

@@ -13,7 +13,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { InvalidPathError, PathNotFoundError, WriterConflictError, type StorageDriver } from "../../../adapters/blobstore/driver.ts";
 import { S3Driver, S3DriverError, type S3DriverOptions } from "../../../adapters/blobstore/s3.ts";
 import { driverContract, pattern, readAll, type ContractStore } from "../../helpers/blobstore-contract.ts";
-import { loadServices, uniqueName, type S3Service } from "../../helpers/services.ts";
+import { s3DriverOptions, s3Service, uniqueName, type S3Service } from "../../helpers/services.ts";
 
 const MiB = 1024 * 1024;
 
@@ -39,24 +39,7 @@ if (existsSync(fsModule)) {
 }
 
 // --- S3 on s3rver -------------------------------------------------------------------------------------
-function s3Service(): S3Service {
-  const s3 = loadServices().s3;
-  if (!s3) throw new Error("no S3 server in the services env file: run 'scripts/services start' (it starts s3rver)");
-  return s3;
-}
 
-function baseOptions(s3: S3Service, rootDirectory: string, more: Partial<S3DriverOptions> = {}): S3DriverOptions {
-  return {
-    accessKey: s3.accessKey,
-    secretKey: s3.secretKey,
-    region: s3.region,
-    regionEndpoint: s3.endpoint,
-    bucket: s3.bucket,
-    secure: false,
-    rootDirectory,
-    ...more,
-  };
-}
 
 function rawClient(s3: S3Service): S3Client {
   return new S3Client({
@@ -109,7 +92,7 @@ async function s3Store(more: Partial<S3DriverOptions> = {}): Promise<ContractSto
   const s3 = s3Service();
   await ensureBucket(s3);
   const root = uniqueName("blobstore");
-  const options = baseOptions(s3, `/${root}`, more);
+  const options = s3DriverOptions(`/${root}`, more, s3);
   const drivers: StorageDriver[] = [];
   const open = () => {
     const d = new S3Driver(options);
@@ -328,7 +311,7 @@ describe("S3Driver specifics (s3rver)", () => {
   it("errors name the operation and the key, never the secret key; a missing bucket is not PathNotFound", async () => {
     // s3rver does not check v4 signatures, but it does refuse an unknown access key.
     const secret = "not-the-right-secret-Zq8x";
-    const bad = new S3Driver(baseOptions(s3, "/secret-test", { accessKey: "UNKNOWNKEY", secretKey: secret }));
+    const bad = new S3Driver(s3DriverOptions("/secret-test", { accessKey: "UNKNOWNKEY", secretKey: secret }));
     try {
       const err = await bad.getContent("/some/key").catch((e: unknown) => e);
       expect(err).toBeInstanceOf(S3DriverError);
@@ -343,7 +326,7 @@ describe("S3Driver specifics (s3rver)", () => {
     } finally {
       await bad.close();
     }
-    const nobucket = new S3Driver(baseOptions(s3, "/x", { bucket: uniqueName("nobucket").toLowerCase() }));
+    const nobucket = new S3Driver(s3DriverOptions("/x", { bucket: uniqueName("nobucket").toLowerCase() }));
     try {
       const err = await nobucket.getContent("/k").catch((e: unknown) => e);
       expect(err).toBeInstanceOf(S3DriverError);
@@ -374,7 +357,7 @@ describe("S3Driver specifics (s3rver)", () => {
     });
 
     it("every call gives up after its time limit, naming the operation and key", async () => {
-      const d = new S3Driver({ ...baseOptions(s3, "/t", { regionEndpoint: endpoint }), timeoutMs: 400, idleTimeoutMs: 60_000 });
+      const d = new S3Driver({ ...s3DriverOptions("/t", { regionEndpoint: endpoint }), timeoutMs: 400, idleTimeoutMs: 60_000 });
       try {
         const t0 = Date.now();
         const err = await d.getContent("/k").catch((e: unknown) => e);
@@ -404,9 +387,9 @@ describe("S3Driver specifics (s3rver)", () => {
   });
 
   it("options: chunksize from 5 MiB, no signature v2, config keys as config.yaml spells them", () => {
-    expect(() => new S3Driver({ ...baseOptions(s3, "/"), chunkSize: 5 * MiB - 1 })).toThrow(/chunksize/);
-    expect(() => new S3Driver({ ...baseOptions(s3, "/"), v4auth: false })).toThrow(/v4auth/);
-    expect(() => new S3Driver({ ...baseOptions(s3, "/"), secretKey: undefined })).toThrow(/secretkey/);
+    expect(() => new S3Driver({ ...s3DriverOptions("/"), chunkSize: 5 * MiB - 1 })).toThrow(/chunksize/);
+    expect(() => new S3Driver({ ...s3DriverOptions("/"), v4auth: false })).toThrow(/v4auth/);
+    expect(() => new S3Driver({ ...s3DriverOptions("/"), secretKey: undefined })).toThrow(/secretkey/);
     expect(() => new S3Driver({ bucket: "b" })).toThrow(/region/);
     const d = S3Driver.fromConfig({
       accesskey: "AK",
@@ -424,7 +407,7 @@ describe("S3Driver specifics (s3rver)", () => {
     expect(d.key("/docker/registry/v2/x")).toBe("a/b/docker/registry/v2/x");
     expect(d.bucket).toBe("reg");
     void d.close();
-    expect(new S3Driver({ ...baseOptions(s3, ""), region: "us-east-1" }).key("/docker/x")).toBe("docker/x");
+    expect(new S3Driver({ ...s3DriverOptions(""), region: "us-east-1" }).key("/docker/x")).toBe("docker/x");
   });
 
   it("reader streams a multi-part object and can be abandoned midway", async () => {

@@ -8,24 +8,13 @@ import { createHash } from "node:crypto";
 import { request } from "node:http";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { S3Driver } from "../../../adapters/blobstore/s3.ts";
-import { loadServices, uniqueName } from "../../helpers/services.ts";
+import { s3DriverOptions, uniqueName } from "../../helpers/services.ts";
 import { Client, digestOf, serveRegistry, type Served } from "./harness.ts";
 
 const MiB = 1024 * 1024;
 
 function s3Driver(rootDirectory: string): S3Driver {
-  const s3 = loadServices().s3;
-  if (!s3) throw new Error("no S3 server in the services env file: run 'scripts/services start' (it starts s3rver)");
-  return new S3Driver({
-    accessKey: s3.accessKey,
-    secretKey: s3.secretKey,
-    region: s3.region,
-    regionEndpoint: s3.endpoint,
-    bucket: s3.bucket,
-    secure: false,
-    rootDirectory,
-    chunkSize: 5 * MiB,
-  });
+  return new S3Driver(s3DriverOptions(rootDirectory, { chunkSize: 5 * MiB }));
 }
 
 /** A request whose body is sent only when `send` is called; resolves with the answer. */
