@@ -2,7 +2,6 @@
 // against the s3rver that `scripts/services start` runs (each test its own rootdirectory in the
 // services' bucket). Then what only the S3 driver has: its key layout, two instances on one bucket,
 // listing and deleting across pages, the writer's upload state, timeouts and error messages.
-import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
@@ -11,6 +10,7 @@ import { inspect } from "node:util";
 import { CreateBucketCommand, ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { InvalidPathError, PathNotFoundError, WriterConflictError, type StorageDriver } from "../../../adapters/blobstore/driver.ts";
+import { FilesystemDriver } from "../../../adapters/blobstore/filesystem.ts";
 import { S3Driver, S3DriverError, type S3DriverOptions } from "../../../adapters/blobstore/s3.ts";
 import { driverContract, pattern, readAll, type ContractStore } from "../../helpers/blobstore-contract.ts";
 import { s3DriverOptions, s3Service, uniqueName, type S3Service } from "../../helpers/services.ts";
@@ -18,25 +18,15 @@ import { s3DriverOptions, s3Service, uniqueName, type S3Service } from "../../he
 const MiB = 1024 * 1024;
 
 // --- filesystem ----------------------------------------------------------------------------------------
-const fsModule = new URL("../../../adapters/blobstore/filesystem.ts", import.meta.url);
-if (existsSync(fsModule)) {
-  const { FilesystemDriver } = (await import(fsModule.href)) as {
-    FilesystemDriver: new (o: { rootDirectory: string }) => StorageDriver;
+driverContract("filesystem", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "capstan-blobstore-"));
+  const rootDirectory = join(dir, "root");
+  return {
+    driver: new FilesystemDriver({ rootDirectory }),
+    reopen: async () => new FilesystemDriver({ rootDirectory }),
+    cleanup: () => rm(dir, { recursive: true, force: true }),
   };
-  driverContract("filesystem", async () => {
-    const dir = await mkdtemp(join(tmpdir(), "capstan-blobstore-"));
-    const rootDirectory = join(dir, "root");
-    return {
-      driver: new FilesystemDriver({ rootDirectory }),
-      reopen: async () => new FilesystemDriver({ rootDirectory }),
-      cleanup: () => rm(dir, { recursive: true, force: true }),
-    };
-  });
-} else {
-  describe.skip("StorageDriver contract: filesystem (adapters/blobstore/filesystem.ts is not there yet)", () => {
-    it("runs once the driver exists", () => {});
-  });
-}
+});
 
 // --- S3 on s3rver -------------------------------------------------------------------------------------
 

@@ -17,17 +17,12 @@ import { generateToken } from "../../../api/console/index.ts";
 import { capstanBin, startCapstan, type CapstanProcess } from "../../helpers/capstan-process.ts";
 import { makePki, type Pki } from "../../helpers/certs.ts";
 import { pollUntil } from "../../helpers/poll.ts";
-import { loadServices, uniqueName, type S3Service } from "../../helpers/services.ts";
+import { registryAuthConfigKey } from "../../../api/console/registry-token.ts";
+import { s3Service, uniqueName } from "../../helpers/services.ts";
 
-const authKey = "/platform/config/auth/registry";
+const authKey = registryAuthConfigKey;
 const dir = mkdtempSync(join(tmpdir(), "capstan-registry-"));
 const started: CapstanProcess[] = [];
-let s3: S3Service | undefined;
-try {
-  s3 = loadServices().s3;
-} catch {
-  s3 = undefined;
-}
 let pki: Pki | undefined;
 
 afterEach(async () => {
@@ -192,8 +187,8 @@ describe("capstan registry", () => {
     expect(anonymous.headers.get("www-authenticate")).toContain('scope="repository:team/app:pull"');
   });
 
-  it.skipIf(s3 === undefined)("runs on s3 storage from the config's storage.s3 keys", async () => {
-    const { endpoint, accessKey, secretKey, region, bucket } = s3!;
+  it("runs on s3 storage from the config's storage.s3 keys", async () => {
+    const { endpoint, accessKey, secretKey, region, bucket } = s3Service();
     const config = join(dir, "s3.yaml");
     writeFileSync(
       config,
