@@ -84,6 +84,11 @@ export interface StorageDriver {
   move(source: string, dest: string): Promise<void>;
   /** Delete an object or a whole directory; PathNotFoundError when nothing is there. */
   delete(path: string): Promise<void>;
+  /**
+   * Delete many objects (not directories) at once; an absent one is no error. S3: DeleteObjects
+   * batches of up to 1,000 keys; filesystem: one unlink each, a few at a time.
+   */
+  deleteMany(paths: readonly string[]): Promise<void>;
   /** Release connections and handles. */
   close(): Promise<void>;
 }

@@ -138,7 +138,12 @@ export class FilesystemDriver implements StorageDriver {
       throw notFoundOr(err, source);
     }
     await mkdir(dirname(to), { recursive: true });
-    await rename(from, to);
+    try {
+      await rename(from, to);
+    } catch (err) {
+      // Moved or deleted by another request since the stat (garbage collection's quarantine).
+      throw notFoundOr(err, source);
+    }
     await syncDirectory(dirname(to));
   }
 
@@ -150,6 +155,11 @@ export class FilesystemDriver implements StorageDriver {
       throw notFoundOr(err, path);
     }
     await rm(full, { recursive: true, force: true });
+  }
+
+  async deleteMany(paths: readonly string[]): Promise<void> {
+    const files = paths.map((p) => this.full(p));
+    for (let i = 0; i < files.length; i += 16) await Promise.all(files.slice(i, i + 16).map((f) => rm(f, { force: true })));
   }
 
   async close(): Promise<void> {

@@ -479,6 +479,14 @@ export class S3Driver implements StorageDriver {
     throw new PathNotFoundError(path);
   }
 
+  async deleteMany(paths: readonly string[]): Promise<void> {
+    for (const p of paths) {
+      this.#check(p);
+      if (p === "/") throw new InvalidPathError(p);
+    }
+    await this.#deleteKeys(paths.map((p) => this.key(p)));
+  }
+
   async list(path: string): Promise<string[]> {
     this.#check(path);
     const prefix = this.#dirPrefix(path);

@@ -30,7 +30,8 @@ import type { AccessEntry, RegistryAuthorizer } from "./access.ts";
 import { Blobs, parseRange } from "./blobs.ts";
 import { catalogDefaultEntries, catalogMaxEntries, listCatalog } from "./catalog.ts";
 import { entry, errorBody, RegistryError, registryError, registryErrorHandler } from "./errors.ts";
-import { Links, type LinkObserver } from "./links.ts";
+import { noJournal, type GcJournal } from "./gc-journal.ts";
+import { Links } from "./links.ts";
 import { ManifestStore, type StoredManifest } from "./manifest-store.ts";
 import { acceptable, acceptedTypes, maxManifestBytes, mediaTypes, parseManifest } from "./manifests.ts";
 import { isRepositoryName, isTag, isUploadId, parseDigest, parseReference, type Digest, type DigestAlgorithm } from "./names.ts";
@@ -48,8 +49,8 @@ export interface RegistryApiOptions {
   log?: Logger;
   /** Wall-clock time for uploads' `startedat`. */
   clock?: WallClock;
-  /** Called after every link write (garbage collection's hook; links.ts). */
-  onLinkChange?: LinkObserver;
+  /** Where touches and changed repositories are written for garbage collection (gc-journal.ts). */
+  journal?: GcJournal;
 }
 
 /** At most this many `?tag=` on one manifest PUT. */
@@ -88,10 +89,11 @@ function matchRoute(path: string): Route | undefined {
 export function createRegistryApi(opts: RegistryApiOptions): Hono {
   const { driver, deleteEnabled, authorizer } = opts;
   const log = (opts.log ?? silentLogger).child({ api: "registry" });
-  const links = new Links(driver, opts.onLinkChange);
+  const journal = opts.journal ?? noJournal;
+  const links = new Links(driver);
   const blobs = new Blobs(driver, links);
-  const uploads = new Uploads(driver, blobs, links, opts.clock ?? { now: () => Date.now() });
-  const manifests = new ManifestStore(links, blobs);
+  const uploads = new Uploads(driver, blobs, links, opts.clock ?? { now: () => Date.now() }, journal);
+  const manifests = new ManifestStore(links, blobs, journal);
 
   const app = new Hono();
   app.onError(registryErrorHandler(log));
@@ -257,7 +259,7 @@ export function createRegistryApi(opts: RegistryApiOptions): Hono {
     if (typeof ref === "string") throw referenceError(ref, rawRef);
     if (!deleteEnabled) throw deleteDisabled();
     if (ref.kind === "tag") {
-      if (!(await links.untag(name, ref.tag))) throw registryError("MANIFEST_UNKNOWN", { Tag: ref.tag });
+      if (!(await manifests.untag(name, ref.tag))) throw registryError("MANIFEST_UNKNOWN", { Tag: ref.tag });
     } else if (!(await manifests.delete(name, ref.digest))) {
       throw registryError("MANIFEST_UNKNOWN", { Digest: ref.digest.value });
     }
@@ -270,7 +272,14 @@ export function createRegistryApi(opts: RegistryApiOptions): Hono {
   async function getBlob(c: Context, name: string, rawRef: string): Promise<Response> {
     await authorize(c, [pull(name)]);
     const digest = checkDigest(decode(rawRef));
-    const info = await blobs.statInRepository(name, digest);
+    let info = await blobs.statInRepository(name, digest);
+    if (info !== undefined && c.req.method === "HEAD") {
+      // A HEAD that answers 200 may be all a client checks before it skips the upload and PUTs a
+      // manifest: the blob is touched, then checked again, so a collector removing it meanwhile
+      // either sees the touch or makes this answer 404 (docs/registry-gc.md).
+      await journal.touch([digest.value]);
+      info = await blobs.statInRepository(name, digest);
+    }
     if (info === undefined) throw registryError("BLOB_UNKNOWN", digest.value);
     const headers: Record<string, string> = {
       "docker-content-digest": digest.value,

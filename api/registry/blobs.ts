@@ -29,12 +29,27 @@ export class Blobs {
     }
   }
 
-  /** The blob as `name` serves it: linked there and stored. */
+  /**
+   * The blob as `name` serves it: linked there and stored. A blob garbage collection moved to
+   * quarantine is moved back: a request that asks for a blob its repository links may be about to
+   * depend on it (docs/registry-gc.md, "Why nothing is lost").
+   */
   async statInRepository(name: string, d: Digest): Promise<BlobInfo | undefined> {
     const target = await this.links.readBlobLink(name, d);
     if (target === undefined) return undefined;
-    const info = await this.stat(target);
+    const info = (await this.stat(target)) ?? ((await this.rescue(target)) ? await this.stat(target) : undefined);
     return info === undefined ? undefined : { digest: d, size: info.size };
+  }
+
+  /** Move `d` back from quarantine; false when it is not there (never was, or deleted for good). */
+  async rescue(d: Digest): Promise<boolean> {
+    try {
+      await this.driver.move(paths.quarantineData(d), paths.blobData(d));
+      return true;
+    } catch (err) {
+      if (err instanceof PathNotFoundError) return false;
+      throw err;
+    }
   }
 
   /** `length` bytes from `offset` (to the end when omitted); PathNotFoundError when the bytes are gone. */

@@ -1,7 +1,8 @@
 // Every write of a link goes through here: a blob linked into a repository, a manifest revision, a
-// tag, a referrer (docs/registry.md, "Layout"). Garbage collection needs to know what points at
-// what, so this is the one place a reference count or a change journal hooks in: `onChange` is
-// called after each write has reached storage (an `unlink` of something absent is no change).
+// tag, a referrer (docs/registry.md, "Layout"). Garbage collection needs to know which
+// repositories changed: callers that change manifest, tag or referrer links tell its journal
+// before and after (manifest-store.ts, gc-journal.ts); blob links need no entry, since whoever
+// links a blob touched it first (uploads.ts).
 //
 // Reads of links are here too, so the link format (the digest string, no newline) lives in one
 // module.
@@ -9,32 +10,20 @@ import { PathNotFoundError, type StorageDriver } from "../../adapters/blobstore/
 import { digestOrUndefined, type Digest } from "./names.ts";
 import * as paths from "./paths.ts";
 
-export type LinkChange =
-  | { kind: "blob"; op: "link" | "unlink"; repository: string; digest: string }
-  | { kind: "revision"; op: "link" | "unlink"; repository: string; digest: string }
-  | { kind: "tag"; op: "link" | "unlink"; repository: string; tag: string; digest?: string }
-  | { kind: "referrer"; op: "link" | "unlink"; repository: string; subject: string; digest: string };
-
-export type LinkObserver = (change: LinkChange) => void | Promise<void>;
-
 export class Links {
   constructor(
     private readonly driver: StorageDriver,
-    private readonly onChange: LinkObserver = () => {},
   ) {}
 
   // ---- blobs in a repository (_layers)
 
   async linkBlob(name: string, d: Digest): Promise<void> {
     await this.driver.putContent(paths.layerLink(name, d), encode(d));
-    await this.onChange({ kind: "blob", op: "link", repository: name, digest: d.value });
   }
 
   /** False when the blob was not linked. */
   async unlinkBlob(name: string, d: Digest): Promise<boolean> {
-    if (!(await this.remove(paths.layerLink(name, d)))) return false;
-    await this.onChange({ kind: "blob", op: "unlink", repository: name, digest: d.value });
-    return true;
+    return this.remove(paths.layerLink(name, d));
   }
 
   /** The digest the repository's link for `d` names (normally `d`), or undefined. */
@@ -46,13 +35,10 @@ export class Links {
 
   async linkRevision(name: string, d: Digest): Promise<void> {
     await this.driver.putContent(paths.revisionLink(name, d), encode(d));
-    await this.onChange({ kind: "revision", op: "link", repository: name, digest: d.value });
   }
 
   async unlinkRevision(name: string, d: Digest): Promise<boolean> {
-    if (!(await this.remove(paths.revisionLink(name, d)))) return false;
-    await this.onChange({ kind: "revision", op: "unlink", repository: name, digest: d.value });
-    return true;
+    return this.remove(paths.revisionLink(name, d));
   }
 
   readRevisionLink(name: string, d: Digest): Promise<Digest | undefined> {
@@ -65,14 +51,11 @@ export class Links {
   async tag(name: string, tag: string, d: Digest): Promise<void> {
     await this.driver.putContent(paths.tagIndexLink(name, tag, d), encode(d));
     await this.driver.putContent(paths.tagCurrentLink(name, tag), encode(d));
-    await this.onChange({ kind: "tag", op: "link", repository: name, tag, digest: d.value });
   }
 
   /** Remove the tag with its history, as distribution's Untag does. False when there was none. */
   async untag(name: string, tag: string): Promise<boolean> {
-    if (!(await this.remove(paths.tagDir(name, tag)))) return false;
-    await this.onChange({ kind: "tag", op: "unlink", repository: name, tag });
-    return true;
+    return this.remove(paths.tagDir(name, tag));
   }
 
   readTag(name: string, tag: string): Promise<Digest | undefined> {
@@ -89,13 +72,10 @@ export class Links {
 
   async linkReferrer(name: string, subject: Digest, d: Digest): Promise<void> {
     await this.driver.putContent(paths.referrerLink(name, subject, d), encode(d));
-    await this.onChange({ kind: "referrer", op: "link", repository: name, subject: subject.value, digest: d.value });
   }
 
   async unlinkReferrer(name: string, subject: Digest, d: Digest): Promise<boolean> {
-    if (!(await this.remove(paths.referrerLink(name, subject, d)))) return false;
-    await this.onChange({ kind: "referrer", op: "unlink", repository: name, subject: subject.value, digest: d.value });
-    return true;
+    return this.remove(paths.referrerLink(name, subject, d));
   }
 
   /** The manifests whose subject is `subject`, sorted by digest. */

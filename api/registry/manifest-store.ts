@@ -5,6 +5,7 @@
 import { PathNotFoundError } from "../../adapters/blobstore/driver.ts";
 import type { Blobs } from "./blobs.ts";
 import { entry, RegistryError, registryError, type ErrorEntry } from "./errors.ts";
+import { noJournal, type GcJournal } from "./gc-journal.ts";
 import type { Links } from "./links.ts";
 import { blobReferences, parseManifest, storedMediaType, type Manifest } from "./manifests.ts";
 import { digestOf, type Digest } from "./names.ts";
@@ -22,6 +23,7 @@ export class ManifestStore {
   constructor(
     private readonly links: Links,
     private readonly blobs: Blobs,
+    private readonly journal: GcJournal = noJournal,
   ) {}
 
   /** The manifest `d` of `name`; undefined unless the repository has that revision and its bytes exist. */
@@ -54,6 +56,11 @@ export class ManifestStore {
       throw registryError("DIGEST_INVALID", { expected: expected.value, actual: digest.value }, `the manifest's digest is ${digest.value}, not ${expected.value}`);
     }
     const manifest = parseManifest(bytes, contentType);
+    // Touched before the references are checked (docs/registry-gc.md, "Why nothing is lost").
+    await this.journal.changing(name, {
+      digests: [digest.value, ...blobReferences(manifest).map((d) => d.digest.value), ...manifest.manifests.map((d) => d.digest.value)],
+      tags: tags.map((tag) => ({ tag, digest: digest.value })),
+    });
     const missing = await this.missingReferences(name, manifest);
     if (missing.length > 0) throw new RegistryError(missing as [ErrorEntry, ...ErrorEntry[]]);
 
@@ -61,6 +68,7 @@ export class ManifestStore {
     await this.links.linkRevision(name, digest);
     if (manifest.subject !== undefined) await this.links.linkReferrer(name, manifest.subject.digest, digest);
     for (const tag of tags) await this.links.tag(name, tag, digest);
+    await this.journal.changed(name);
     return { digest, manifest };
   }
 
@@ -68,6 +76,25 @@ export class ManifestStore {
   async delete(name: string, d: Digest): Promise<boolean> {
     const stored = await this.get(name, d);
     if (stored === undefined && !(await this.exists(name, d))) return false;
+    await this.journal.changing(name);
+    try {
+      return await this.deleteLinks(name, d, stored);
+    } finally {
+      await this.journal.changed(name);
+    }
+  }
+
+  /** Remove a tag (DELETE by tag); false when there was none. */
+  async untag(name: string, tag: string): Promise<boolean> {
+    await this.journal.changing(name);
+    try {
+      return await this.links.untag(name, tag);
+    } finally {
+      await this.journal.changed(name);
+    }
+  }
+
+  private async deleteLinks(name: string, d: Digest, stored: StoredManifest | undefined): Promise<boolean> {
     for (const tag of await this.tagsOf(name, d)) {
       // Read again right before removing: a tag re-pointed meanwhile (a push) is not this manifest's any more.
       if ((await this.links.readTag(name, tag))?.value !== d.value) continue;

@@ -8,6 +8,7 @@
 //   /docker/registry/v2/repositories/<name>/_manifests/tags/<tag>/index/<alg>/<hex>/link   tag history
 //   /docker/registry/v2/repositories/<name>/_uploads/<id>/{data,startedat}                 an upload
 //   /docker/registry/v2/repositories/<name>/_referrers/<alg>/<hex>/<alg>/<hex>/link        ours: referrers
+//   /docker/registry/v2/_quarantine/<alg>/<hex>/data                                       ours: a blob being collected
 //
 // A link file holds the digest string without a newline. Only blobs/ fans out on hex[0:2]. Callers
 // pass names, tags and ids already checked by names.ts; the driver re-checks every path.
@@ -22,6 +23,15 @@ export function blobDir(d: Digest): string {
 
 export function blobData(d: Digest): string {
   return `${blobDir(d)}/data`;
+}
+
+/** Where garbage collection moves a blob before deleting it for good (docs/registry-gc.md). */
+export function quarantineDir(d: Digest): string {
+  return `${root}/_quarantine/${d.algorithm}/${d.hex}`;
+}
+
+export function quarantineData(d: Digest): string {
+  return `${quarantineDir(d)}/data`;
 }
 
 export function repository(name: string): string {

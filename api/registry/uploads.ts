@@ -21,6 +21,7 @@ import { createHash, randomUUID, type Hash } from "node:crypto";
 import { PathNotFoundError, WriterConflictError, type FileWriter, type StorageDriver } from "../../adapters/blobstore/driver.ts";
 import type { Blobs } from "./blobs.ts";
 import { registryError } from "./errors.ts";
+import { noJournal, type GcJournal } from "./gc-journal.ts";
 import type { Links } from "./links.ts";
 import type { Digest, DigestAlgorithm } from "./names.ts";
 import * as paths from "./paths.ts";
@@ -61,6 +62,7 @@ export class Uploads {
     private readonly blobs: Blobs,
     private readonly links: Links,
     private readonly clock: WallClock,
+    private readonly journal: GcJournal = noJournal,
   ) {}
 
   /** A new upload; its id. */
@@ -161,7 +163,8 @@ export class Uploads {
         throw registryError("DIGEST_INVALID", { expected: digest.value, actual: `${digest.algorithm}:${actual}` }, `the uploaded content's digest is ${digest.algorithm}:${actual}, not ${digest.value}`);
       }
       // Always moved, also over an existing blob: content addressed, so the same bytes, unless the
-      // stored ones are wrong.
+      // stored ones are wrong. Touched first: a collector removing an older copy meanwhile sees it.
+      await this.journal.touch([digest.value]);
       await this.driver.move(source, paths.blobData(digest));
       await this.links.linkBlob(name, digest);
       await this.remove(name, id);
@@ -180,6 +183,7 @@ export class Uploads {
 
   /** Link a blob `from` serves into `name` (a cross-repository mount); false when `from` does not serve it. */
   async mount(name: string, from: string, d: Digest): Promise<boolean> {
+    await this.journal.touch([d.value]);
     if ((await this.blobs.statInRepository(from, d)) === undefined) return false;
     await this.links.linkBlob(name, d);
     return true;

@@ -1,0 +1,130 @@
+// What the serving registry tells the garbage collector (docs/registry-gc.md, "Why nothing is
+// lost"): touches and changed repositories, written to the platform store under
+// /platform/registry/gc/ BEFORE the request acts, so the collector, which re-reads them after each
+// removal, can always tell that a request raced with it.
+//
+//   touch/<alg>:<hex>            {"at": ms}                  a request is about to rely on this digest
+//   tag-touch/<repository>/<tag> {"at": ms, "digest": d}     a manifest PUT is about to point <tag> at d
+//   dirty/<repository>           {"at": ms}                  a manifest, tag or referrer link is about to change
+//
+// Touches: upload commit, cross-repository mount, a blob HEAD or GET that is about to answer 200,
+// and a manifest PUT (for every digest it references and its own). A touch is written at most once
+// per `touchResolutionMs` per digest by one process; the collector counts a touch as lasting that
+// long, so skipping the write never makes a touch look older than it is.
+//
+// Dirty repositories: the collector's incremental runs re-read only these (their marks are kept
+// in the store); a change to a repository after its mark was read is always followed by a dirty
+// write the collector sees, because the write comes first and the collector clears the key only
+// with a compare on the revision it read.
+import type { Op, Store } from "../../adapters/store/store.ts";
+
+export const gcPrefix = "/platform/registry/gc/";
+
+export const gcKeys = {
+  touches: `${gcPrefix}touch/`,
+  touch: (digest: string) => `${gcPrefix}touch/${digest}`,
+  tagTouches: `${gcPrefix}tag-touch/`,
+  tagTouch: (repository: string, tag: string) => `${gcPrefix}tag-touch/${repository}/${tag}`,
+  dirty: `${gcPrefix}dirty/`,
+  dirtyOf: (repository: string) => `${gcPrefix}dirty/${repository}`,
+  marks: `${gcPrefix}marks/`,
+  markOf: (repository: string) => `${gcPrefix}marks/${repository}`,
+  pending: `${gcPrefix}pending/`,
+  pendingOf: (digest: string) => `${gcPrefix}pending/${digest}`,
+  runs: `${gcPrefix}runs/`,
+  run: (id: string) => `${gcPrefix}runs/${id}`,
+  policies: `${gcPrefix}policies/`,
+  /** Whether the marks cover every repository (a full run wrote them); absent on a fresh store. */
+  marksComplete: `${gcPrefix}marks-complete`,
+} as const;
+
+/** How long one touch write counts for: a process skips re-touching a digest within this time. */
+export const touchResolutionMs = 10_000;
+
+export interface TouchRecord {
+  at: number;
+}
+
+export interface TagTouchRecord {
+  at: number;
+  digest: string;
+}
+
+/** The serving side of garbage collection. Each call resolves once the record is durable. */
+export interface GcJournal {
+  /** Requests are about to rely on these digests existing. */
+  touch(digests: readonly string[]): Promise<void>;
+  /**
+   * A manifest, tag or referrer link of `repository` is about to change; with it, in the same
+   * write, the digests the change relies on and the tags it points (a manifest PUT).
+   */
+  changing(repository: string, relies?: { digests?: readonly string[]; tags?: readonly { tag: string; digest: string }[] }): Promise<void>;
+  /**
+   * The change is done. Written again after the change so a collector that read the dirty key
+   * between the two writes, and storage before the change landed, cannot clear it (collector.ts).
+   */
+  changed(repository: string): Promise<void>;
+}
+
+/** No collector: nothing to tell (a registry without a store, and unit tests). */
+export const noJournal: GcJournal = {
+  touch: async () => {},
+  changing: async () => {},
+  changed: async () => {},
+};
+
+/** The journal in the platform store. */
+export class StoreGcJournal implements GcJournal {
+  /** When this process last wrote a touch of each digest (ms). Pruned as it grows. */
+  private readonly written = new Map<string, number>();
+
+  constructor(
+    private readonly store: Store,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async touch(digests: readonly string[]): Promise<void> {
+    const now = this.now();
+    const due = this.due(digests, now);
+    if (due.length === 0) return;
+    await this.write(due.map((d) => this.touchOp(d, now)));
+    this.remember(due, now);
+  }
+
+  async changing(repository: string, relies: { digests?: readonly string[]; tags?: readonly { tag: string; digest: string }[] } = {}): Promise<void> {
+    const now = this.now();
+    // Every digest is written here, deduplicated or not: one transaction either way.
+    const digests = [...new Set(relies.digests ?? [])];
+    await this.write([
+      { type: "put", key: gcKeys.dirtyOf(repository), value: JSON.stringify({ at: now }) },
+      ...digests.map((d) => this.touchOp(d, now)),
+      ...(relies.tags ?? []).map(({ tag, digest }) => ({ type: "put" as const, key: gcKeys.tagTouch(repository, tag), value: JSON.stringify({ at: now, digest } satisfies TagTouchRecord) })),
+    ]);
+    this.remember(digests, now);
+  }
+
+  async changed(repository: string): Promise<void> {
+    await this.store.put(gcKeys.dirtyOf(repository), JSON.stringify({ at: this.now() }));
+  }
+
+  private touchOp(digest: string, now: number): Op {
+    return { type: "put", key: gcKeys.touch(digest), value: JSON.stringify({ at: now } satisfies TouchRecord) };
+  }
+
+  private due(digests: readonly string[], now: number): string[] {
+    return [...new Set(digests)].filter((d) => {
+      const last = this.written.get(d);
+      return last === undefined || now - last >= touchResolutionMs;
+    });
+  }
+
+  private remember(digests: readonly string[], now: number): void {
+    if (this.written.size > 100_000) for (const [d, at] of this.written) if (now - at >= touchResolutionMs) this.written.delete(d);
+    for (const d of digests) this.written.set(d, now);
+  }
+
+  /** etcd allows 128 operations in one transaction by default. */
+  private async write(ops: Op[]): Promise<void> {
+    for (let i = 0; i < ops.length; i += 100) await this.store.txn([], ops.slice(i, i + 100));
+  }
+}

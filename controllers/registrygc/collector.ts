@@ -1,0 +1,456 @@
+// One garbage collection run (docs/registry-gc.md): mark, delete untagged manifests when asked,
+// then sweep unreferenced blobs through the quarantine, while the registry goes on serving.
+//
+// THE INVARIANT: a blob (or manifest revision) that a successful request made something depend on
+// is never deleted. The argument:
+//   1. Every request that is about to make something depend on digest D (upload commit, mount,
+//      manifest PUT for D and each digest it references, a blob HEAD about to answer 200) first
+//      writes a touch of D to the store, then checks that D exists (gc-journal.ts). A manifest,
+//      tag or referrer change writes its repository's dirty key first.
+//   2. The collector removes D only if no mark keeps it and no touch of D is newer than the
+//      cut-off (run start - grace - touch resolution - clock allowance). It acts first (moves the
+//      blob to quarantine, unlinks the revision), THEN reads the touches again from the store
+//      (a linearizable read, after the act). A touch written since its first read (a higher
+//      modRevision) or newer than the cut-off undoes the act (move back, link again).
+//   3. So a request whose check in 1 saw D before the act has a touch the re-read in 2 sees, and
+//      D is restored; a request whose check came after the act finds D in quarantine and moves
+//      it back itself (blobs.ts), or finds it gone for good and fails (MANIFEST_BLOB_UNKNOWN, a
+//      refused push, never a broken image). A move is atomic on a filesystem; on S3 the final
+//      delete re-checks that blobs/D is absent before it unlinks `_layers`, and links again if a
+//      rescue copied it back meanwhile.
+//   4. Marks are never older than what they protect: a repository's mark is replaced only by a
+//      newer read of storage, and its dirty key is cleared only with a compare on the revision
+//      read before that storage read, so a change after the read leaves the key set and the next
+//      run reads the repository again. Between runs, new references are protected by 1-2.
+//   5. The grace covers what no touch can: a client that HEADs a blob, then uploads for a long
+//      time before it PUTs the manifest. Grace 0 is for a registry known to be idle.
+// Crash safety: every step is idempotent. Candidates are written as pending records before the
+// marks that dropped them are stored; a blob left in quarantine by a crash is found by the next
+// run, which rescues it if anything keeps or touched it, and deletes it otherwise.
+import type { StorageDriver } from "../../adapters/blobstore/driver.ts";
+import { PathNotFoundError } from "../../adapters/blobstore/driver.ts";
+import type { KeyValue, Op, Store } from "../../adapters/store/store.ts";
+import { listAll } from "../../adapters/store/list-all.ts";
+import { listRepositories } from "../../api/registry/catalog.ts";
+import { gcKeys, touchResolutionMs } from "../../api/registry/gc-journal.ts";
+import { Links } from "../../api/registry/links.ts";
+import { digestOrUndefined, type Digest } from "../../api/registry/names.ts";
+import * as paths from "../../api/registry/paths.ts";
+import type { Logger } from "../../runtime/log.ts";
+import { mapLimit } from "../../runtime/map-limit.ts";
+import { digestsUnder, markRepository, untaggedToDelete, type RepositoryMark } from "./mark.ts";
+import { ReferenceIndex } from "./reference-index.ts";
+
+/** Clocks of registry processes may differ by this much; a touch counts as that much newer. */
+export const clockAllowanceMs = 2_000;
+
+export interface CollectOptions {
+  driver: StorageDriver;
+  /** Reads (linearizable) and the leader's writes (a fenced store in the controller). */
+  store: Store;
+  /** "full": read every repository and list every blob; "incremental": what changed since the last run. */
+  mode: "full" | "incremental";
+  dryRun: boolean;
+  /** Remove manifests that no tag points at (and nothing kept needs) once untagged for untaggedGraceMs. */
+  deleteUntagged: boolean;
+  /** Default: graceMs. */
+  untaggedGraceMs?: number;
+  graceMs: number;
+  /** The marks kept between runs (the controller keeps one per leadership term). */
+  state?: CollectorState;
+  log?: Logger;
+  now?: () => number;
+  signal?: AbortSignal;
+  onProgress?: (p: GcProgress) => void;
+  /** Storage calls at once (default 16). */
+  concurrency?: number;
+}
+
+export interface GcProgress {
+  phase: "mark" | "untagged" | "candidates" | "sweep" | "done";
+  done: number;
+  total: number;
+}
+
+export interface GcReport {
+  mode: "full" | "incremental";
+  dryRun: boolean;
+  startedAt: string;
+  durationMs: number;
+  graceMs: number;
+  /** Repositories known after the run, and how many were read from storage. */
+  repositories: number;
+  repositoriesMarked: number;
+  manifests: number;
+  blobsMarked: number;
+  candidates: number;
+  /** Blobs deleted (or, in a dry run, that would be), with bytes. */
+  blobsDeleted: number;
+  bytesDeleted: number;
+  deleted: { digest: string; size: number }[];
+  manifestsDeleted: { repository: string; digest: string }[];
+  /** Unreferenced, but touched or written within the grace: left for a later run. */
+  pending: number;
+  /** Moved to quarantine, then found touched: moved back. */
+  rescued: number;
+}
+
+/** What the collector keeps between runs: the reference index, and whether it was loaded. */
+export class CollectorState {
+  index = new ReferenceIndex();
+  loaded = false;
+  /** The marks' modRevisions in the store, for compare-and-swap writes. */
+  readonly markRevisions = new Map<string, number>();
+  reset(): void {
+    this.index = new ReferenceIndex();
+    this.loaded = false;
+    this.markRevisions.clear();
+  }
+}
+
+/** Cap on digests listed one by one in a report (the counts are always complete). */
+const reportListLimit = 1000;
+
+export async function collect(o: CollectOptions): Promise<GcReport> {
+  const now = o.now ?? Date.now;
+  const t0 = now();
+  const started = performance.now();
+  const concurrency = o.concurrency ?? 16;
+  const { driver, store } = o;
+  const log = o.log;
+  const state = o.state ?? new CollectorState();
+  const progress = (phase: GcProgress["phase"], done: number, total: number) => o.onProgress?.({ phase, done, total });
+  const check = () => o.signal?.throwIfAborted();
+  const cutoff = t0 - o.graceMs - touchResolutionMs - clockAllowanceMs;
+  const untaggedBefore = t0 - (o.untaggedGraceMs ?? o.graceMs);
+
+  // The marks of the last runs, unless this process has them already.
+  let mode = o.mode;
+  if (!state.loaded) {
+    const complete = (await store.get(gcKeys.marksComplete)) !== null;
+    if (!complete) mode = "full";
+    else await loadMarks(store, state);
+  }
+
+  // What to read from storage: dirty keys are read first, so clearing them later compares against
+  // revisions from before the storage reads.
+  const dirty = await listAll(store, gcKeys.dirty);
+  const dirtyRevisions = new Map(dirty.items.map((kv) => [kv.key.slice(gcKeys.dirty.length), kv.modRevision]));
+  let repositories: string[];
+  if (mode === "full") {
+    repositories = [...new Set([...(await listRepositories(driver)), ...state.index.repositoryNames()])];
+  } else {
+    const expiring = o.deleteUntagged ? state.index.repositoryNames().filter((r) => untaggedToDelete(state.index.markOf(r)!, untaggedBefore).length > 0) : [];
+    repositories = [...new Set([...dirtyRevisions.keys(), ...expiring])];
+  }
+  repositories.sort();
+
+  // Mark.
+  const known = new Map<string, { refs: string[]; children: string[]; subject?: string }>();
+  for (const r of state.index.repositoryNames()) {
+    for (const [d, m] of Object.entries(state.index.markOf(r)!.manifests)) {
+      if (!m.missing) known.set(d, { refs: m.refs, children: m.children, ...(m.subject !== undefined && { subject: m.subject }) });
+    }
+  }
+  const marks = new Map<string, RepositoryMark>();
+  let marked = 0;
+  await mapLimit(repositories, Math.max(1, Math.floor(concurrency / 2)), async (r) => {
+    check();
+    marks.set(r, await markRepository(driver, r, { known, previous: state.index.markOf(r), now: t0, concurrency: 4 }));
+    progress("mark", ++marked, repositories.length);
+  });
+
+  // Touches as they stand now; revision `touchRevision` is the "first read" of the argument above.
+  let touches = await readTouches(store);
+
+  // Untagged manifests.
+  const manifestsDeleted: { repository: string; digest: string }[] = [];
+  if (o.deleteUntagged) {
+    const links = new Links(driver); // no journal: the collector updates the marks itself
+    for (const [r, mark] of marks) {
+      for (const d of untaggedToDelete(mark, untaggedBefore)) {
+        if (touchedSince(touches.byDigest.get(d), cutoff, touches.revision)) continue;
+        const digest = digestOrUndefined(d)!;
+        const m = mark.manifests[d]!;
+        if (!o.dryRun) {
+          const subject = m.subject !== undefined ? digestOrUndefined(m.subject) : undefined;
+          if (subject !== undefined) await links.unlinkReferrer(r, subject, digest);
+          await links.unlinkRevision(r, digest);
+          const again = await store.get(gcKeys.touch(d));
+          if (touchedSince(again === null ? undefined : touchOf(again), cutoff, touches.revision)) {
+            await links.linkRevision(r, digest);
+            if (subject !== undefined) await links.linkReferrer(r, subject, digest);
+            continue;
+          }
+        }
+        delete mark.manifests[d];
+        manifestsDeleted.push({ repository: r, digest: d });
+      }
+    }
+    progress("untagged", manifestsDeleted.length, manifestsDeleted.length);
+  }
+
+  // The new marks replace the old ones; what no repository keeps any more is a candidate.
+  const dropped = new Set<string>();
+  const index = o.dryRun ? cloneIndex(state.index) : state.index;
+  for (const [r, mark] of marks) {
+    const gone = Object.keys(mark.manifests).length === 0 && mark.layers.length === 0;
+    for (const d of index.set(r, gone ? undefined : mark)) dropped.add(d);
+  }
+  check();
+
+  // Candidates: the dropped, the pending of earlier runs, the touched, what sits in quarantine,
+  // and on a full run every stored blob.
+  const pending = await listAll(store, gcKeys.pending);
+  const candidates = new Set<string>(dropped);
+  for (const kv of pending.items) candidates.add(kv.key.slice(gcKeys.pending.length));
+  for (const d of touches.byDigest.keys()) candidates.add(d);
+  const quarantined = await digestsUnder(driver, `${paths.root}/_quarantine`);
+  for (const d of quarantined) candidates.add(d.value);
+  if (mode === "full") for (const d of await listBlobs(driver, concurrency)) candidates.add(d.value);
+  const unkept = [...candidates].filter((d) => !index.isKept(d) && digestOrUndefined(d) !== undefined).sort();
+  progress("candidates", unkept.length, unkept.length);
+
+  // Decide: touched or written within the grace stays pending; the rest is swept.
+  const inQuarantine = new Set(quarantined.map((d) => d.value));
+  const sweep: { digest: Digest; size: number; quarantined: boolean }[] = [];
+  const keepPending: string[] = [];
+  await mapLimit(unkept, concurrency, async (d) => {
+    const digest = digestOrUndefined(d)!;
+    if (touchedSince(touches.byDigest.get(d), cutoff, touches.revision)) return void keepPending.push(d);
+    const where = inQuarantine.has(d) ? paths.quarantineData(digest) : paths.blobData(digest);
+    let info;
+    try {
+      info = await driver.stat(where);
+    } catch (err) {
+      if (err instanceof PathNotFoundError) return; // nothing stored (an empty directory, or never uploaded)
+      throw err;
+    }
+    if (info.isDir) return;
+    if (!inQuarantine.has(d) && info.modTime.getTime() > t0 - o.graceMs - clockAllowanceMs) return void keepPending.push(d);
+    sweep.push({ digest, size: info.size, quarantined: inQuarantine.has(d) });
+  });
+  sweep.sort((a, b) => (a.digest.value < b.digest.value ? -1 : 1));
+
+  let rescued = 0;
+  let deleted = sweep;
+  if (!o.dryRun) {
+    // Pending records first, then the marks (crash safety: a candidate is never only in memory).
+    await writeAll(
+      store,
+      keepPending.filter((d) => !pending.items.some((kv) => kv.key === gcKeys.pendingOf(d))).map((d) => ({ type: "put", key: gcKeys.pendingOf(d), value: JSON.stringify({ since: t0 }) })),
+    );
+    await storeMarks(store, state, marks, dirtyRevisions, mode === "full");
+    ({ deleted, rescued } = await sweepBlobs(o, sweep, touches.revision, cutoff, index, concurrency, (n) => progress("sweep", n, sweep.length)));
+    // Housekeeping: pending records of what is kept or gone, touches older than any cut-off.
+    const deletedSet = new Set(deleted.map((b) => b.digest.value));
+    const keepSet = new Set(keepPending);
+    await writeAll(
+      store,
+      pending.items.filter((kv) => !keepSet.has(kv.key.slice(gcKeys.pending.length))).map((kv) => ({ type: "delete", key: kv.key })),
+    );
+    touches = await readTouches(store);
+    const stale = [...touches.kvs.values()].filter((kv) => {
+      const d = kv.key.slice(gcKeys.touches.length);
+      return deletedSet.has(d) || (!touchedSince(touchOf(kv), cutoff, touches.revision) && index.isKept(d));
+    });
+    for (const kv of stale) await store.delete(kv.key, { expect: [{ key: kv.key, target: "modRevision", equals: kv.modRevision }] });
+  }
+  progress("done", deleted.length, sweep.length);
+
+  let manifests = 0;
+  for (const r of index.repositoryNames()) manifests += Object.keys(index.markOf(r)!.manifests).length;
+  const report: GcReport = {
+    mode,
+    dryRun: o.dryRun,
+    startedAt: new Date(t0).toISOString(),
+    durationMs: performance.now() - started,
+    graceMs: o.graceMs,
+    repositories: index.repositories,
+    repositoriesMarked: repositories.length,
+    manifests,
+    blobsMarked: index.size,
+    candidates: unkept.length,
+    blobsDeleted: deleted.length,
+    bytesDeleted: deleted.reduce((s, b) => s + b.size, 0),
+    deleted: deleted.slice(0, reportListLimit).map((b) => ({ digest: b.digest.value, size: b.size })),
+    manifestsDeleted: manifestsDeleted.slice(0, reportListLimit),
+    pending: keepPending.length,
+    rescued,
+  };
+  log?.info({ ...report, deleted: undefined, manifestsDeleted: manifestsDeleted.length }, o.dryRun ? "garbage collection dry run done" : "garbage collection done");
+  return report;
+}
+
+// ---- the sweep
+
+/**
+ * Move each blob to quarantine, re-read the touches, move back what was touched, delete the rest
+ * for good, and unlink it from the repositories that linked it (links again if a rescue or an
+ * upload stored it meanwhile).
+ */
+async function sweepBlobs(
+  o: CollectOptions,
+  sweep: { digest: Digest; size: number; quarantined: boolean }[],
+  touchRevision: number,
+  cutoff: number,
+  index: ReferenceIndex,
+  concurrency: number,
+  progress: (n: number) => void,
+): Promise<{ deleted: typeof sweep; rescued: number }> {
+  const { driver, store } = o;
+  const moved: typeof sweep = [];
+  await mapLimit(sweep, concurrency, async (b) => {
+    if (!b.quarantined) {
+      try {
+        await driver.move(paths.blobData(b.digest), paths.quarantineData(b.digest));
+      } catch (err) {
+        if (err instanceof PathNotFoundError) return; // deleted or moved by someone else meanwhile
+        throw err;
+      }
+    }
+    moved.push(b);
+  });
+  // The re-read after the act (the invariant's step 2).
+  const after = await readTouches(store);
+  const deleted: typeof sweep = [];
+  let rescued = 0;
+  await mapLimit(moved, concurrency, async (b) => {
+    if (touchedSince(after.byDigest.get(b.digest.value), cutoff, touchRevision) || index.isKept(b.digest.value)) {
+      try {
+        await driver.move(paths.quarantineData(b.digest), paths.blobData(b.digest));
+      } catch (err) {
+        if (!(err instanceof PathNotFoundError)) throw err; // a request moved it back already
+      }
+      rescued++;
+      return;
+    }
+    deleted.push(b);
+  });
+  await driver.deleteMany(deleted.map((b) => paths.quarantineData(b.digest)));
+  const links = new Links(driver);
+  let n = 0;
+  await mapLimit(deleted, concurrency, async (b) => {
+    const repositories = index.linkingRepositories(b.digest.value);
+    for (const r of repositories) await links.unlinkBlob(r, b.digest);
+    // Stored again meanwhile (an S3 rescue copied it back, or an upload): the links stay.
+    if (repositories.length > 0 && (await exists(driver, paths.blobData(b.digest)))) {
+      for (const r of repositories) await links.linkBlob(r, b.digest);
+    }
+    progress(++n);
+  });
+  return { deleted, rescued };
+}
+
+// ---- store state
+
+interface Touches {
+  byDigest: Map<string, { at: number; modRevision: number }>;
+  kvs: Map<string, KeyValue>;
+  revision: number;
+}
+
+async function readTouches(store: Store): Promise<Touches> {
+  const { items, revision } = await listAll(store, gcKeys.touches);
+  const byDigest = new Map<string, { at: number; modRevision: number }>();
+  const kvs = new Map<string, KeyValue>();
+  for (const kv of items) {
+    byDigest.set(kv.key.slice(gcKeys.touches.length), touchOf(kv));
+    kvs.set(kv.key, kv);
+  }
+  return { byDigest, kvs, revision: revision ?? (await store.revision()) };
+}
+
+function touchOf(kv: KeyValue): { at: number; modRevision: number } {
+  let at = Number.POSITIVE_INFINITY; // unreadable: as if touched now (never a reason to delete)
+  try {
+    const v = JSON.parse(kv.value) as { at?: unknown };
+    if (typeof v.at === "number" && Number.isFinite(v.at)) at = v.at;
+  } catch {
+    // kept as "touched"
+  }
+  return { at, modRevision: kv.modRevision };
+}
+
+/** Touched after the cut-off, or written after revision `since` (a request raced with this run). */
+function touchedSince(t: { at: number; modRevision: number } | undefined, cutoff: number, since: number): boolean {
+  return t !== undefined && (t.at > cutoff || t.modRevision > since);
+}
+
+async function loadMarks(store: Store, state: CollectorState): Promise<void> {
+  const { items } = await listAll(store, gcKeys.marks);
+  for (const kv of items) {
+    const repository = kv.key.slice(gcKeys.marks.length);
+    try {
+      state.index.set(repository, JSON.parse(kv.value) as RepositoryMark);
+      state.markRevisions.set(repository, kv.modRevision);
+    } catch {
+      // An unreadable mark: the repository is read again (marked dirty).
+      await store.put(gcKeys.dirtyOf(repository), JSON.stringify({ at: Date.now() }));
+    }
+  }
+  state.loaded = true;
+}
+
+/** Store the new marks and clear the dirty keys they answer (only those not written since). */
+async function storeMarks(store: Store, state: CollectorState, marks: Map<string, RepositoryMark>, dirty: Map<string, number>, complete: boolean): Promise<void> {
+  const ops: Op[] = [];
+  for (const [r, mark] of marks) {
+    const gone = Object.keys(mark.manifests).length === 0 && mark.layers.length === 0;
+    ops.push(gone ? { type: "delete", key: gcKeys.markOf(r) } : { type: "put", key: gcKeys.markOf(r), value: JSON.stringify(mark) });
+  }
+  if (complete) ops.push({ type: "put", key: gcKeys.marksComplete, value: JSON.stringify({ at: Date.now() }) });
+  await writeAll(store, ops);
+  state.loaded = true;
+  for (const [r, rev] of dirty) {
+    if (!marks.has(r)) continue;
+    await store.delete(gcKeys.dirtyOf(r), { expect: [{ key: gcKeys.dirtyOf(r), target: "modRevision", equals: rev }] });
+  }
+}
+
+/** Writes in transactions of at most 100 operations (etcd allows 128 by default). */
+async function writeAll(store: Store, ops: Op[]): Promise<void> {
+  for (let i = 0; i < ops.length; i += 100) await store.txn([], ops.slice(i, i + 100));
+}
+
+function cloneIndex(index: ReferenceIndex): ReferenceIndex {
+  const copy = new ReferenceIndex();
+  for (const r of index.repositoryNames()) copy.set(r, index.markOf(r));
+  return copy;
+}
+
+// ---- storage
+
+/** Every blob under blobs/: the 256 prefixes of each algorithm listed in parallel. */
+export async function listBlobs(driver: StorageDriver, concurrency: number): Promise<Digest[]> {
+  const out: Digest[] = [];
+  const root = `${paths.root}/blobs`;
+  for (const alg of await childrenOf(driver, root)) {
+    const prefixes = await childrenOf(driver, `${root}/${alg}`);
+    const lists = await mapLimit(prefixes, concurrency, (p) => childrenOf(driver, `${root}/${alg}/${p}`));
+    for (const hexes of lists) for (const hex of hexes) {
+      const d = digestOrUndefined(`${alg}:${hex}`);
+      if (d !== undefined) out.push(d);
+    }
+  }
+  return out;
+}
+
+async function childrenOf(driver: StorageDriver, dir: string): Promise<string[]> {
+  try {
+    return (await driver.list(dir)).map((p) => p.slice(p.lastIndexOf("/") + 1));
+  } catch (err) {
+    if (err instanceof PathNotFoundError) return [];
+    throw err;
+  }
+}
+
+async function exists(driver: StorageDriver, path: string): Promise<boolean> {
+  try {
+    await driver.stat(path);
+    return true;
+  } catch (err) {
+    if (err instanceof PathNotFoundError) return false;
+    throw err;
+  }
+}
