@@ -39,7 +39,7 @@ export const gcKeys = {
 } as const;
 
 /** How long one touch write counts for: a process skips re-touching a digest within this time. */
-export const touchResolutionMs = 10_000;
+export const touchResolutionMs = 2_000;
 
 export interface TouchRecord {
   at: number;

@@ -31,6 +31,10 @@ import { FilesystemDriver } from "../../adapters/blobstore/filesystem.ts";
 import type { StorageDriver } from "../../adapters/blobstore/driver.ts";
 import { S3Driver } from "../../adapters/blobstore/s3.ts";
 import { createRegistryApi } from "../../api/registry/api.ts";
+import { createRegistryGcApi } from "../../api/registry/gc-api.ts";
+import { StoreGcJournal } from "../../api/registry/gc-journal.ts";
+import { fencedStore } from "../../adapters/store/fenced.ts";
+import { createRegistryGc } from "../../controllers/registrygc/index.ts";
 import { formatProblem, parseRegistryConfig, type ConfigProblem, type ConfigResult, type RegistryConfig } from "../../api/registry/config.ts";
 import { tokenAuthorizer } from "../../api/registry/token-auth.ts";
 import { createLogger, type Logger } from "../../runtime/log.ts";
@@ -71,10 +75,17 @@ auth of distribution's config.yaml. With -store, the store key ${registryAuthCon
 certificate bundle is the config's auth.token.rootcertbundle. Filesystem storage is served by one
 registry at a time (a lock in ROOTDIRECTORY/capstan).
 
-sub-command: capstan registry check-config config.yaml   validate without starting (exit 0 valid, 2 invalid)`;
+sub-commands:
+  capstan registry check-config config.yaml       validate without starting (exit 0 valid, 2 invalid)
+  capstan registry garbage-collect config.yaml    distribution's command: a full collection, safe while serving
+  capstan registry gc -config config.yaml         ask the running registry for a collection, show its report
+  capstan registry gc-policy set|list|get|delete  retention policies (docs/registry-gc.md)`;
 
 export async function run(argv: string[]): Promise<number> {
   if (argv[0] === "check-config") return checkConfig(argv.slice(1));
+  if (argv[0] === "gc") return (await import("./registry-gc.ts")).gcCommand(argv.slice(1));
+  if (argv[0] === "garbage-collect") return (await import("./registry-gc.ts")).garbageCollectCommand(argv.slice(1));
+  if (argv[0] === "gc-policy") return (await import("./registry-gc-policy.ts")).gcPolicyCommand(argv.slice(1));
   const args = parseArgs(argv, defs);
   if (args.help) {
     process.stdout.write(`${usage("registry", summary, defs)}\nexample:\n  capstan registry -config /etc/capstan/registry.yaml -store etcd://127.0.0.1:2379\n`);
@@ -177,7 +188,7 @@ async function checkConfig(argv: string[]): Promise<number> {
 }
 
 /** Read and parse the file, REGISTRY_* variables applied; an unreadable file is a UsageError. */
-function loadConfig(file: string, env: Record<string, string | undefined> = process.env): ConfigResult {
+export function loadConfig(file: string, env: Record<string, string | undefined> = process.env): ConfigResult {
   let text: string;
   try {
     text = readFileSync(file, "utf8");
@@ -188,7 +199,7 @@ function loadConfig(file: string, env: Record<string, string | undefined> = proc
   return parseRegistryConfig(text, { env });
 }
 
-function printProblems(file: string, result: ConfigResult): void {
+export function printProblems(file: string, result: ConfigResult): void {
   for (const w of result.warnings) process.stderr.write(`warning: ${formatProblem(w, file)}\n`);
   if (!result.ok) for (const e of result.errors) process.stderr.write(`error: ${formatProblem(e, file)}\n`);
 }
@@ -247,7 +258,20 @@ export async function installRegistry(ctx: ServeContext, o: RegistryInstallOptio
   const bundle = bundlePath === undefined ? undefined : new CertBundleFile(bundlePath, log);
   const settings = new RegistryAuthSettings({ from: o.authFrom, store, config: o.config.tokenAuth, bundle, log, openAllowed: isLoopbackHost(parseListenAddress(o.web).host), web: o.web });
   await settings.init(o.configFile);
-  const api = createRegistryApi({ driver, deleteEnabled: o.config.deleteEnabled, authorizer: tokenAuthorizer(() => settings.current()), log });
+  const api = createRegistryApi({ driver, deleteEnabled: o.config.deleteEnabled, authorizer: tokenAuthorizer(() => settings.current()), log, journal: new StoreGcJournal(store) });
+  // Garbage collection (docs/registry-gc.md): its controllers lead, its API is on the manager's app.
+  const gc = createRegistryGc({
+    driver,
+    store,
+    fenced: fencedStore(store, () => ctx.elector.fence()),
+    identity: ctx.elector.identity,
+    term: () => ctx.elector.fence()?.createRevision,
+    registry: manager.registry,
+    log,
+  });
+  for (const i of gc.informers) manager.addInformer(i);
+  for (const c of gc.controllers) manager.add(c);
+  manager.app.route("/", createRegistryGcApi({ store, access: ctx.access, log }));
   const headers = responseHeaders(o.config.http.headers);
 
   manager.add(settings, { leaderOnly: false });
@@ -324,7 +348,7 @@ export function upRegistryRealm(web: string, tls: boolean): string | undefined {
   return `${tls ? "https" : "http"}://${host.includes(":") ? `[${host}]` : host}:${listen.port}/api/v1/authorize/registry/`;
 }
 
-function openDriver(storage: RegistryConfig["storage"], configFile: string): StorageDriver {
+export function openDriver(storage: RegistryConfig["storage"], configFile: string): StorageDriver {
   try {
     if (storage.driver === "filesystem") return new FilesystemDriver({ rootDirectory: storage.rootDirectory });
     const { driver: _driver, ...s3 } = storage;

@@ -38,11 +38,15 @@ import { digestOrUndefined, type Digest } from "../../api/registry/names.ts";
 import * as paths from "../../api/registry/paths.ts";
 import type { Logger } from "../../runtime/log.ts";
 import { mapLimit } from "../../runtime/map-limit.ts";
+import type { InUseLookup } from "./retention.ts";
+import { tagsToRemove, type TagInfo } from "./retention.ts";
+import type { GcPolicy } from "./policy.ts";
+import { repositoryMatches } from "./policy.ts";
 import { digestsUnder, markRepository, untaggedToDelete, type RepositoryMark } from "./mark.ts";
 import { ReferenceIndex } from "./reference-index.ts";
 
 /** Clocks of registry processes may differ by this much; a touch counts as that much newer. */
-export const clockAllowanceMs = 2_000;
+export const clockAllowanceMs = 1_000;
 
 export interface CollectOptions {
   driver: StorageDriver;
@@ -64,6 +68,8 @@ export interface CollectOptions {
   onProgress?: (p: GcProgress) => void;
   /** Storage calls at once (default 16). */
   concurrency?: number;
+  /** A policy's retention rules, applied before the mark (tags removed, then collected as usual). */
+  retention?: { policy: GcPolicy; inUse: InUseLookup };
 }
 
 export interface GcProgress {
@@ -89,6 +95,8 @@ export interface GcReport {
   bytesDeleted: number;
   deleted: { digest: string; size: number }[];
   manifestsDeleted: { repository: string; digest: string }[];
+  /** Tags a retention policy removed (or, in a dry run, would). */
+  tagsDeleted: { repository: string; tag: string; digest: string }[];
   /** Unreferenced, but touched or written within the grace: left for a later run. */
   pending: number;
   /** Moved to quarantine, then found touched: moved back. */
@@ -143,6 +151,14 @@ export async function collect(o: CollectOptions): Promise<GcReport> {
     const expiring = o.deleteUntagged ? state.index.repositoryNames().filter((r) => untaggedToDelete(state.index.markOf(r)!, untaggedBefore).length > 0) : [];
     repositories = [...new Set([...dirtyRevisions.keys(), ...expiring])];
   }
+  // Retention: tags removed before the mark, so the marks see them gone.
+  let tagsDeleted: TagInfo[] = [];
+  if (o.retention !== undefined) {
+    const known = mode === "full" ? repositories : [...new Set([...repositories, ...state.index.repositoryNames()])];
+    const matching = known.filter((r) => repositoryMatches(o.retention!.policy.repositories, r));
+    tagsDeleted = await applyRetention(o, matching, t0, cutoff, concurrency);
+    if (!o.dryRun) repositories = [...new Set([...repositories, ...tagsDeleted.map((t) => t.repository)])];
+  }
   repositories.sort();
 
   // Mark.
@@ -159,6 +175,18 @@ export async function collect(o: CollectOptions): Promise<GcReport> {
     marks.set(r, await markRepository(driver, r, { known, previous: state.index.markOf(r), now: t0, concurrency: 4 }));
     progress("mark", ++marked, repositories.length);
   });
+
+  // A dry run sees the tags retention would remove as gone (a real run has removed them already).
+  if (o.dryRun) {
+    for (const t of tagsDeleted) {
+      const mark = marks.get(t.repository) ?? state.index.markOf(t.repository);
+      const m = mark?.manifests[t.digest];
+      if (mark === undefined || m === undefined) continue;
+      const copy: RepositoryMark = { ...mark, manifests: { ...mark.manifests, [t.digest]: { ...m, tags: m.tags.filter((x) => x !== t.tag) } } };
+      if (copy.manifests[t.digest]!.tags.length === 0) copy.manifests[t.digest]!.untaggedSince ??= t0;
+      marks.set(t.repository, copy);
+    }
+  }
 
   // Touches as they stand now; revision `touchRevision` is the "first read" of the argument above.
   let touches = await readTouches(store);
@@ -275,11 +303,62 @@ export async function collect(o: CollectOptions): Promise<GcReport> {
     bytesDeleted: deleted.reduce((s, b) => s + b.size, 0),
     deleted: deleted.slice(0, reportListLimit).map((b) => ({ digest: b.digest.value, size: b.size })),
     manifestsDeleted: manifestsDeleted.slice(0, reportListLimit),
+    tagsDeleted: tagsDeleted.slice(0, reportListLimit).map(({ repository, tag, digest }) => ({ repository, tag, digest })),
     pending: keepPending.length,
     rescued,
   };
-  log?.info({ ...report, deleted: undefined, manifestsDeleted: manifestsDeleted.length }, o.dryRun ? "garbage collection dry run done" : "garbage collection done");
+  log?.info({ ...report, deleted: undefined, manifestsDeleted: manifestsDeleted.length, tagsDeleted: tagsDeleted.length }, o.dryRun ? "garbage collection dry run done" : "garbage collection done");
   return report;
+}
+
+// ---- retention
+
+/**
+ * Remove the tags the policy's rules select (retention.ts decides). A tag pushed again since the
+ * cut-off, or since the tag touches were read, stays; one re-pointed while it was being removed
+ * is pointed again at what the push wrote (its tag touch names the digest).
+ */
+async function applyRetention(o: CollectOptions, repositories: string[], now: number, cutoff: number, concurrency: number): Promise<TagInfo[]> {
+  const { driver, store } = o;
+  const { policy, inUse } = o.retention!;
+  const links = new Links(driver);
+  const tags: TagInfo[] = [];
+  await mapLimit(repositories, concurrency, async (repository) => {
+    for (const tag of (await links.listTags(repository)) ?? []) {
+      const digest = await links.readTag(repository, tag);
+      if (digest === undefined) continue;
+      let pushedAt: number;
+      try {
+        pushedAt = (await driver.stat(paths.tagCurrentLink(repository, tag))).modTime.getTime();
+      } catch (err) {
+        if (err instanceof PathNotFoundError) continue;
+        throw err;
+      }
+      tags.push({ repository, tag, digest: digest.value, pushedAt });
+    }
+  });
+  const decision = tagsToRemove(policy, tags, inUse, now);
+  if (o.dryRun) return decision.remove;
+  const { items, revision } = await listAll(store, gcKeys.tagTouches);
+  const since = revision ?? (await store.revision());
+  const touched = new Map(items.map((kv) => [kv.key, kv]));
+  const removed: TagInfo[] = [];
+  for (const t of decision.remove) {
+    const key = gcKeys.tagTouch(t.repository, t.tag);
+    const before = touched.get(key);
+    if (before !== undefined && touchedSince(touchOf(before), cutoff, since)) continue;
+    if ((await links.readTag(t.repository, t.tag))?.value !== t.digest) continue; // pushed again meanwhile
+    await links.untag(t.repository, t.tag);
+    const after = await store.get(key);
+    if (after !== null && after.modRevision > since) {
+      // A push of this tag raced with the removal: it wins.
+      const pushed = digestOrUndefined((JSON.parse(after.value) as { digest?: string }).digest ?? "");
+      if (pushed !== undefined) await links.tag(t.repository, t.tag, pushed);
+      continue;
+    }
+    removed.push(t);
+  }
+  return removed;
 }
 
 // ---- the sweep
