@@ -24,7 +24,9 @@ export async function listCatalog(driver: StorageDriver, req: PageRequest): Prom
 
 /**
  * Every repository name, in no particular order: the same walk, with the subtrees read in parallel
- * (garbage collection's full mark reads all of them).
+ * (garbage collection's full mark reads all of them). Garbage collection also counts a directory
+ * with only blob links (`_layers`: uploads never referenced by a manifest) as a repository, so it
+ * can remove the links of the blobs it deletes.
  */
 export async function listRepositories(driver: StorageDriver, concurrency = 16): Promise<string[]> {
   const out: string[] = [];
@@ -41,7 +43,7 @@ export async function listRepositories(driver: StorageDriver, concurrency = 16):
     const next: { dir: string; name: string }[] = [];
     level.forEach(({ dir, name }, i) => {
       const children = lists[i]!;
-      if (name !== "" && children.includes("_manifests")) out.push(name);
+      if (name !== "" && (children.includes("_manifests") || children.includes("_layers"))) out.push(name);
       for (const child of children) if (componentRe.test(child)) next.push({ dir: `${dir}/${child}`, name: name === "" ? child : `${name}/${child}` });
     });
     level = next;

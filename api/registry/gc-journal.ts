@@ -43,6 +43,8 @@ export const touchResolutionMs = 2_000;
 
 export interface TouchRecord {
   at: number;
+  /** The repository that links the blob because of this touch (an upload, a mount): the collector unlinks it there too. */
+  repository?: string;
 }
 
 export interface TagTouchRecord {
@@ -52,8 +54,8 @@ export interface TagTouchRecord {
 
 /** The serving side of garbage collection. Each call resolves once the record is durable. */
 export interface GcJournal {
-  /** Requests are about to rely on these digests existing. */
-  touch(digests: readonly string[]): Promise<void>;
+  /** Requests are about to rely on these digests existing (and link them into `repository`, when given). */
+  touch(digests: readonly string[], repository?: string): Promise<void>;
   /**
    * A manifest, tag or referrer link of `repository` is about to change; with it, in the same
    * write, the digests the change relies on and the tags it points (a manifest PUT).
@@ -83,11 +85,12 @@ export class StoreGcJournal implements GcJournal {
     private readonly now: () => number = Date.now,
   ) {}
 
-  async touch(digests: readonly string[]): Promise<void> {
+  async touch(digests: readonly string[], repository?: string): Promise<void> {
     const now = this.now();
-    const due = this.due(digests, now);
+    // A touch that links into a repository is always written (the collector needs the repository).
+    const due = repository === undefined ? this.due(digests, now) : [...new Set(digests)];
     if (due.length === 0) return;
-    await this.write(due.map((d) => this.touchOp(d, now)));
+    await this.write(due.map((d) => this.touchOp(d, now, repository)));
     this.remember(due, now);
   }
 
@@ -107,8 +110,8 @@ export class StoreGcJournal implements GcJournal {
     await this.store.put(gcKeys.dirtyOf(repository), JSON.stringify({ at: this.now() }));
   }
 
-  private touchOp(digest: string, now: number): Op {
-    return { type: "put", key: gcKeys.touch(digest), value: JSON.stringify({ at: now } satisfies TouchRecord) };
+  private touchOp(digest: string, now: number, repository?: string): Op {
+    return { type: "put", key: gcKeys.touch(digest), value: JSON.stringify({ at: now, ...(repository !== undefined && { repository }) } satisfies TouchRecord) };
   }
 
   private due(digests: readonly string[], now: number): string[] {

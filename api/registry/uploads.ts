@@ -164,7 +164,7 @@ export class Uploads {
       }
       // Always moved, also over an existing blob: content addressed, so the same bytes, unless the
       // stored ones are wrong. Touched first: a collector removing an older copy meanwhile sees it.
-      await this.journal.touch([digest.value]);
+      await this.journal.touch([digest.value], name);
       await this.driver.move(source, paths.blobData(digest));
       await this.links.linkBlob(name, digest);
       await this.remove(name, id);
@@ -183,7 +183,7 @@ export class Uploads {
 
   /** Link a blob `from` serves into `name` (a cross-repository mount); false when `from` does not serve it. */
   async mount(name: string, from: string, d: Digest): Promise<boolean> {
-    await this.journal.touch([d.value]);
+    await this.journal.touch([d.value], name);
     if ((await this.blobs.statInRepository(from, d)) === undefined) return false;
     await this.links.linkBlob(name, d);
     return true;

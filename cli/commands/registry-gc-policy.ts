@@ -1,5 +1,5 @@
 // `capstan registry gc-policy set|list|get|delete`: the registry's garbage-collection policies
-// (docs/registry-gc-retention.md), records in the store the registry runs on. The command talks to
+// (docs/registry-gc.md), records in the store the registry runs on. The command talks to
 // the store directly, as the registry does, so it needs the same -store (and -store-* options for
 // etcd TLS and users); there is no default, because a guessed store (an embedded SQLite file that
 // happens to be in the working directory) would take policies no registry ever reads. An sqlite://

@@ -34,7 +34,7 @@ import { listAll } from "../../adapters/store/list-all.ts";
 import { listRepositories } from "../../api/registry/catalog.ts";
 import { gcKeys, touchResolutionMs } from "../../api/registry/gc-journal.ts";
 import { Links } from "../../api/registry/links.ts";
-import { digestOrUndefined, type Digest } from "../../api/registry/names.ts";
+import { digestOrUndefined, isRepositoryName, type Digest } from "../../api/registry/names.ts";
 import * as paths from "../../api/registry/paths.ts";
 import type { Logger } from "../../runtime/log.ts";
 import { mapLimit } from "../../runtime/map-limit.ts";
@@ -410,7 +410,8 @@ async function sweepBlobs(
   const links = new Links(driver);
   let n = 0;
   await mapLimit(deleted, concurrency, async (b) => {
-    const repositories = index.linkingRepositories(b.digest.value);
+    const touchedIn = after.byDigest.get(b.digest.value)?.repository;
+    const repositories = [...new Set([...index.linkingRepositories(b.digest.value), ...(touchedIn !== undefined && isRepositoryName(touchedIn) ? [touchedIn] : [])])];
     for (const r of repositories) await links.unlinkBlob(r, b.digest);
     // Stored again meanwhile (an S3 rescue copied it back, or an upload): the links stay.
     if (repositories.length > 0 && (await exists(driver, paths.blobData(b.digest)))) {
@@ -423,15 +424,22 @@ async function sweepBlobs(
 
 // ---- store state
 
+interface Touch {
+  at: number;
+  modRevision: number;
+  /** The repository an upload or mount linked the blob into. */
+  repository?: string;
+}
+
 interface Touches {
-  byDigest: Map<string, { at: number; modRevision: number }>;
+  byDigest: Map<string, Touch>;
   kvs: Map<string, KeyValue>;
   revision: number;
 }
 
 async function readTouches(store: Store): Promise<Touches> {
   const { items, revision } = await listAll(store, gcKeys.touches);
-  const byDigest = new Map<string, { at: number; modRevision: number }>();
+  const byDigest = new Map<string, Touch>();
   const kvs = new Map<string, KeyValue>();
   for (const kv of items) {
     byDigest.set(kv.key.slice(gcKeys.touches.length), touchOf(kv));
@@ -440,19 +448,21 @@ async function readTouches(store: Store): Promise<Touches> {
   return { byDigest, kvs, revision: revision ?? (await store.revision()) };
 }
 
-function touchOf(kv: KeyValue): { at: number; modRevision: number } {
+function touchOf(kv: KeyValue): Touch {
   let at = Number.POSITIVE_INFINITY; // unreadable: as if touched now (never a reason to delete)
+  let repository: string | undefined;
   try {
-    const v = JSON.parse(kv.value) as { at?: unknown };
+    const v = JSON.parse(kv.value) as { at?: unknown; repository?: unknown };
     if (typeof v.at === "number" && Number.isFinite(v.at)) at = v.at;
+    if (typeof v.repository === "string") repository = v.repository;
   } catch {
     // kept as "touched"
   }
-  return { at, modRevision: kv.modRevision };
+  return { at, modRevision: kv.modRevision, ...(repository !== undefined && { repository }) };
 }
 
 /** Touched after the cut-off, or written after revision `since` (a request raced with this run). */
-function touchedSince(t: { at: number; modRevision: number } | undefined, cutoff: number, since: number): boolean {
+function touchedSince(t: Touch | undefined, cutoff: number, since: number): boolean {
   return t !== undefined && (t.at > cutoff || t.modRevision > since);
 }
 

@@ -1,4 +1,4 @@
-// Which registry images the platform's workloads use (docs/registry-gc-retention.md, "In-use
+// Which registry images the platform's workloads use (docs/registry-gc.md, "In-use
 // protection"): the images of every PodGroup spec (/platform/orchestrator/podgroups/<name>,
 // pod.containers[].image) and every Dependency spec (/platform/orchestrator/depends/<name>,
 // containers[].image), read from the store at one revision. Groups and dependencies being deleted

@@ -1,4 +1,4 @@
-// Registry garbage-collection policies (docs/registry-gc-retention.md): which repositories a policy
+// Registry garbage-collection policies (docs/registry-gc.md): which repositories a policy
 // covers, which tags it keeps, whether it deletes untagged manifests, and how the collector runs for
 // it. Policies are records in the platform store, one per name:
 //
@@ -30,7 +30,7 @@ export function policyKey(name: string): string {
 
 /** How long a manifest stays untagged before a policy with deleteUntagged deletes it, when the policy does not say. */
 export const defaultUntaggedGraceSeconds = 86_400;
-/** The blob grace of collection runs a policy starts, when it does not say (docs/registry-gc-retention.md). */
+/** The blob grace of collection runs a policy starts, when it does not say (docs/registry-gc.md). */
 export const defaultGraceSeconds = 3_600;
 
 // ---- repository globs -------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-// Which tags a GC policy removes (docs/registry-gc-retention.md, "Which tags are removed"). Pure:
+// Which tags a GC policy removes (docs/registry-gc.md, "Which tags are removed"). Pure:
 // the tags, what workloads use and the clock come in, the decision goes out; the collector removes
 // the tags and reports the decision.
 //

@@ -114,6 +114,8 @@ describe("garbage collection", () => {
     const second = await gc({ state, mode: "incremental", graceMs: 3_600_000 });
     expect(second.mode).toBe("incremental");
     expect(second.deleted.map((d) => d.digest)).toEqual([orphan]);
+    // its link in the repository it was uploaded to went with it
+    await expect(driver.stat(paths.layerLink("app/x", digestOrUndefined(orphan)!))).rejects.toThrow(/not found/);
     expect(await pullsCompletely("app/x", "v1", img)).toBe(true);
   });
 
