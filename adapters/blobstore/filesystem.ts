@@ -16,7 +16,7 @@
 // - list() leaves out the temporary files of putContent calls in flight.
 import { randomUUID } from "node:crypto";
 import { constants, createReadStream, type BigIntStats } from "node:fs";
-import { mkdir, open, readdir, readFile, rename, rm, stat, unlink, type FileHandle } from "node:fs/promises";
+import { mkdir, open, readdir, readFile, rename, rm, rmdir, stat, unlink, type FileHandle } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { Readable } from "node:stream";
 import { checkPath, PathNotFoundError, type FileInfo, type FileWriter, type StorageDriver } from "./driver.ts";
@@ -157,9 +157,18 @@ export class FilesystemDriver implements StorageDriver {
     await rm(full, { recursive: true, force: true });
   }
 
+  /** Also removes each file's directory when that leaves it empty (S3 has no directories to leave behind). */
   async deleteMany(paths: readonly string[]): Promise<void> {
     const files = paths.map((p) => this.full(p));
-    for (let i = 0; i < files.length; i += 16) await Promise.all(files.slice(i, i + 16).map((f) => rm(f, { force: true })));
+    const one = async (f: string) => {
+      await rm(f, { force: true });
+      try {
+        await rmdir(dirname(f));
+      } catch {
+        // not empty, or gone already: nothing to tidy
+      }
+    };
+    for (let i = 0; i < files.length; i += 16) await Promise.all(files.slice(i, i + 16).map(one));
   }
 
   async close(): Promise<void> {
