@@ -16,7 +16,7 @@
 // - list() leaves out the temporary files of putContent calls in flight.
 import { randomUUID } from "node:crypto";
 import { constants, createReadStream, type BigIntStats } from "node:fs";
-import { mkdir, open, readdir, readFile, rename, rm, rmdir, stat, unlink, type FileHandle } from "node:fs/promises";
+import { mkdir, open, readdir, rename, rm, rmdir, stat, unlink, type FileHandle } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { Readable } from "node:stream";
 import { checkPath, PathNotFoundError, type FileInfo, type FileWriter, type StorageDriver } from "./driver.ts";
@@ -29,6 +29,9 @@ export interface FilesystemDriverOptions {
   rootDirectory: string;
 }
 
+/** getContent's first read; a larger object takes a second one. */
+const smallReadBytes = 16 * 1024;
+
 export class FilesystemDriver implements StorageDriver {
   readonly name = "filesystem";
   /** One registry per root directory (root-lock.ts). */
@@ -40,10 +43,20 @@ export class FilesystemDriver implements StorageDriver {
   }
 
   async getContent(path: string): Promise<Buffer> {
+    // Most objects read whole are small (links, manifests): one read into a buffer, without the
+    // fstat readFile makes first; garbage collection's mark reads thousands of them.
+    let handle: FileHandle | undefined;
     try {
-      return await readFile(this.full(path));
+      handle = await open(this.full(path), "r");
+      const first = Buffer.allocUnsafe(smallReadBytes);
+      const { bytesRead } = await handle.read(first, 0, smallReadBytes, null); // from the current position, which it advances
+      if (bytesRead < smallReadBytes) return first.subarray(0, bytesRead);
+      const rest = await handle.readFile();
+      return Buffer.concat([first, rest]);
     } catch (err) {
       throw notFoundOr(err, path);
+    } finally {
+      await handle?.close();
     }
   }
 
