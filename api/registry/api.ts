@@ -91,7 +91,7 @@ export function createRegistryApi(opts: RegistryApiOptions): Hono {
   const log = (opts.log ?? silentLogger).child({ api: "registry" });
   const journal = opts.journal ?? noJournal;
   const links = new Links(driver);
-  const blobs = new Blobs(driver, links);
+  const blobs = new Blobs(driver, links, journal);
   const uploads = new Uploads(driver, blobs, links, opts.clock ?? { now: () => Date.now() }, journal);
   const manifests = new ManifestStore(links, blobs, journal);
 

@@ -3,6 +3,7 @@
 // pull token for one repository never reads another's layers (docs/registry.md, "Blobs").
 import type { Readable } from "node:stream";
 import { PathNotFoundError, type StorageDriver } from "../../adapters/blobstore/driver.ts";
+import { noJournal, type GcJournal } from "./gc-journal.ts";
 import type { Links } from "./links.ts";
 import type { Digest } from "./names.ts";
 import * as paths from "./paths.ts";
@@ -16,6 +17,7 @@ export class Blobs {
   constructor(
     private readonly driver: StorageDriver,
     private readonly links: Links,
+    private readonly journal: GcJournal = noJournal,
   ) {}
 
   /** The blob's size when its bytes are stored; undefined otherwise (never stored, or swept). */
@@ -41,8 +43,12 @@ export class Blobs {
     return info === undefined ? undefined : { digest: d, size: info.size };
   }
 
-  /** Move `d` back from quarantine; false when it is not there (never was, or deleted for good). */
+  /**
+   * Move `d` back from quarantine; false when it is not there (never was, or deleted for good).
+   * Touched first, so the collector, which re-reads the touches, keeps what was moved back.
+   */
   async rescue(d: Digest): Promise<boolean> {
+    await this.journal.touch([d.value]);
     try {
       await this.driver.move(paths.quarantineData(d), paths.blobData(d));
       return true;

@@ -11,7 +11,8 @@ import { silentLogger, type Logger } from "../../runtime/log.ts";
 import { auditObject } from "../auth/audit.ts";
 import { requireAdmin, type ApiAccess } from "../auth/index.ts";
 import { readJsonBody } from "../http/body.ts";
-import { errorHandler, notFound, notFoundHandler } from "../http/index.ts";
+import { badRequest, errorHandler, notFound, notFoundHandler } from "../http/index.ts";
+import { gcKeys } from "./gc-journal.ts";
 import { createRun, getRun, listRuns, RunOptions } from "./gc-runs.ts";
 
 export interface RegistryGcApiOptions {
@@ -33,6 +34,10 @@ export function createRegistryGcApi(opts: RegistryGcApiOptions): Hono {
     const who = await gate.authenticate(c);
     requireAdmin(who, "a garbage collection run");
     const options = await readJsonBody(c, RunOptions, "RunOptions");
+    if (options.policy !== undefined) {
+      const policy = await store.get(`${gcKeys.policies}${options.policy}`);
+      if (policy === null) throw badRequest(`policy: no GC policy named ${options.policy}`, [{ path: "policy", message: "no such policy" }]);
+    }
     const run = await createRun(store, options, who.user);
     auditObject(c.req.raw, `registry-gc-run/${run.id}`);
     log.info({ run: run.id, options }, "garbage collection run requested");

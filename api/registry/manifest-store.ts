@@ -34,8 +34,15 @@ export class ManifestStore {
     try {
       bytes = await this.blobs.getContent(target);
     } catch (err) {
-      if (err instanceof PathNotFoundError) return undefined;
-      throw err;
+      if (!(err instanceof PathNotFoundError)) throw err;
+      // Moved to quarantine by a collection while this repository still has it: moved back.
+      if (!(await this.blobs.rescue(target))) return undefined;
+      try {
+        bytes = await this.blobs.getContent(target);
+      } catch (again) {
+        if (again instanceof PathNotFoundError) return undefined;
+        throw again;
+      }
     }
     return { digest: d, mediaType: storedMediaType(bytes), bytes };
   }
@@ -61,14 +68,17 @@ export class ManifestStore {
       digests: [digest.value, ...blobReferences(manifest).map((d) => d.digest.value), ...manifest.manifests.map((d) => d.digest.value)],
       tags: tags.map((tag) => ({ tag, digest: digest.value })),
     });
-    const missing = await this.missingReferences(name, manifest);
-    if (missing.length > 0) throw new RegistryError(missing as [ErrorEntry, ...ErrorEntry[]]);
+    try {
+      const missing = await this.missingReferences(name, manifest);
+      if (missing.length > 0) throw new RegistryError(missing as [ErrorEntry, ...ErrorEntry[]]);
 
-    await this.blobs.putContent(digest, bytes);
-    await this.links.linkRevision(name, digest);
-    if (manifest.subject !== undefined) await this.links.linkReferrer(name, manifest.subject.digest, digest);
-    for (const tag of tags) await this.links.tag(name, tag, digest);
-    await this.journal.changed(name);
+      await this.blobs.putContent(digest, bytes);
+      await this.links.linkRevision(name, digest);
+      if (manifest.subject !== undefined) await this.links.linkReferrer(name, manifest.subject.digest, digest);
+      for (const tag of tags) await this.links.tag(name, tag, digest);
+    } finally {
+      await this.journal.changed(name);
+    }
     return { digest, manifest };
   }
 

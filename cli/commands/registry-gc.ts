@@ -19,6 +19,7 @@ import type { Store } from "../../adapters/store/store.ts";
 import type { RegistryConfig } from "../../api/registry/config.ts";
 import { createRun, getRun, RunOptions, type RunRecord } from "../../api/registry/gc-runs.ts";
 import { collect, type GcReport } from "../../controllers/registrygc/collector.ts";
+import { getPolicy } from "../../controllers/registrygc/policy.ts";
 import { LeaderElector } from "../../runtime/leaderelection.ts";
 import { createLogger } from "../../runtime/log.ts";
 import { formatDuration } from "../duration.ts";
@@ -76,6 +77,7 @@ export async function gcCommand(argv: string[]): Promise<number> {
   const options = runOptions(o, o.full === true ? "full" : "incremental");
   const store = openStore(storeUrlOf(o, config), storeConnectionFromOptions(o));
   try {
+    if (options.policy !== undefined && (await getPolicy(store, options.policy)) === null) throw new UsageError(`-policy: no GC policy named ${options.policy} (capstan registry gc-policy list)`);
     const run = await createRun(store, options, "cli");
     if (o["no-wait"] === true) {
       process.stdout.write(`${run.id}\n`);
@@ -111,9 +113,19 @@ export async function garbageCollectCommand(argv: string[]): Promise<number> {
   }
   const config = loaded.config;
   const o = args.options;
+  if (config.storage.driver === "s3" && typeof o.store !== "string") {
+    // A guessed store would be one no registry writes its touches to: collecting on it while
+    // registries serve the bucket is exactly the offline collector's danger.
+    throw new UsageError("s3 storage: give the registries' store with -store URL (the one they run with), so the run sees their touches or goes to them");
+  }
   const options = runOptions(o, "full");
   if (options.untaggedGraceSeconds === undefined) options.untaggedGraceSeconds = 0;
   const log = createLogger("registry-gc", process.env.CAPSTAN_LOG_LEVEL ?? "warn");
+  // Ctrl-C, SIGTERM, or (S3) the lead lost: the run stops between steps; the next one finishes it.
+  const abort = new AbortController();
+  const stop = () => abort.abort(new Error("interrupted"));
+  process.once("SIGINT", stop);
+  process.once("SIGTERM", stop);
   const store = openStore(storeUrlOf(o, config), storeConnectionFromOptions(o));
   let lock: RootDirectoryLock | undefined;
   let elector: LeaderElector | undefined;
@@ -130,7 +142,12 @@ export async function garbageCollectCommand(argv: string[]): Promise<number> {
       }
     } else {
       elector = new LeaderElector({ store, key: registryLeaderKey, identity: `garbage-collect:${process.pid}`, log });
-      here = await leadWithin(elector, 3_000);
+      here = await leadWithin(elector, 3_000, abort);
+      if (!here) {
+        // Not campaigning any more: a registry that restarts while we wait must get the lead back.
+        await elector.stop();
+        elector = undefined;
+      }
     }
     if (!here) {
       process.stderr.write("a registry is serving this storage: the run is handed to it\n");
@@ -140,6 +157,7 @@ export async function garbageCollectCommand(argv: string[]): Promise<number> {
     driver = openDriver(config.storage, file);
     const writer = elector ? fencedStore(store, () => elector!.fence()) : store;
     const report = await collect({
+      signal: abort.signal,
       driver,
       store: writer,
       mode: "full",
@@ -168,7 +186,8 @@ function runOptions(o: OptionValues, mode: "full" | "incremental"): RunOptions {
     ...(o["untagged-grace"] !== undefined && { untaggedGraceSeconds: Math.round((o["untagged-grace"] as number) / 1000) }),
     ...(typeof o.policy === "string" && { policy: o.policy }),
   });
-  if (!parsed.success) throw new UsageError(parsed.error.issues.map((i) => `-${String(i.path[0] ?? "")}: ${i.message}`).join("; "));
+  const flags: Record<string, string> = { graceSeconds: "-grace", untaggedGraceSeconds: "-untagged-grace", policy: "-policy" };
+  if (!parsed.success) throw new UsageError(parsed.error.issues.map((i) => `${flags[String(i.path[0])] ?? `-${String(i.path[0])}`}: ${i.message}`).join("; "));
   return parsed.data;
 }
 
@@ -179,7 +198,7 @@ function storeUrlOf(o: OptionValues, config: RegistryConfig | undefined): string
   return `sqlite://${data}/state.db`;
 }
 
-async function leadWithin(elector: LeaderElector, ms: number): Promise<boolean> {
+async function leadWithin(elector: LeaderElector, ms: number, abort: AbortController): Promise<boolean> {
   return new Promise((resolve) => {
     const timer = setTimeout(() => resolve(false), ms);
     elector.start({
@@ -187,7 +206,7 @@ async function leadWithin(elector: LeaderElector, ms: number): Promise<boolean> 
         clearTimeout(timer);
         resolve(true);
       },
-      onStoppedLeading: () => {},
+      onStoppedLeading: () => abort.abort(new Error("the registry leader key was lost")),
     });
   });
 }
@@ -199,7 +218,16 @@ async function follow(store: Store, run: RunRecord, timeoutMs: number): Promise<
   let waitingSaid = false;
   const started = Date.now();
   for (;;) {
-    const r = (await getRun(store, run.id)) ?? run;
+    let r: RunRecord | undefined;
+    try {
+      r = await getRun(store, run.id);
+    } catch (err) {
+      // The store briefly unavailable: keep waiting (the deadline still holds).
+      if (Date.now() > deadline) throw err;
+      await new Promise((res) => setTimeout(res, 1_000));
+      continue;
+    }
+    if (r === undefined) throw new Error(`run ${run.id} is gone from the store (pruned: more than 50 newer runs finished)`);
     if (r.state === "done" || r.state === "failed") return r;
     const line = r.state === "pending" ? "" : r.progress ? `${r.progress.phase} ${r.progress.done}/${r.progress.total}` : "running";
     if (line !== shown && line !== "") {

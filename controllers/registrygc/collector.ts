@@ -35,6 +35,7 @@ import { listRepositories } from "../../api/registry/catalog.ts";
 import { gcKeys, touchResolutionMs } from "../../api/registry/gc-journal.ts";
 import { Links } from "../../api/registry/links.ts";
 import { digestOrUndefined, isRepositoryName, type Digest } from "../../api/registry/names.ts";
+import { InUse } from "./in-use.ts";
 import * as paths from "../../api/registry/paths.ts";
 import type { Logger } from "../../runtime/log.ts";
 import { mapLimit } from "../../runtime/map-limit.ts";
@@ -70,6 +71,8 @@ export interface CollectOptions {
   concurrency?: number;
   /** A policy's retention rules, applied before the mark (tags removed, then collected as usual). */
   retention?: { policy: GcPolicy; inUse: InUseLookup };
+  /** What workloads use: with deleteUntagged, an untagged manifest a workload names by digest stays (default: read from the store). */
+  inUse?: InUseLookup;
 }
 
 export interface GcProgress {
@@ -132,6 +135,10 @@ export async function collect(o: CollectOptions): Promise<GcReport> {
   const cutoff = t0 - o.graceMs - touchResolutionMs - clockAllowanceMs;
   const untaggedBefore = t0 - (o.untaggedGraceMs ?? o.graceMs);
 
+  // A run that died (or failed) after moving blobs to quarantine left them there: everything in
+  // quarantine goes back first, and is judged again below like any other blob.
+  if (!o.dryRun) await restoreQuarantine(driver, store, concurrency);
+
   // The marks of the last runs, unless this process has them already.
   let mode = o.mode;
   if (!state.loaded) {
@@ -168,11 +175,14 @@ export async function collect(o: CollectOptions): Promise<GcReport> {
       if (!m.missing) known.set(d, { refs: m.refs, children: m.children, ...(m.subject !== undefined && { subject: m.subject }) });
     }
   }
+  // Touches as they stand before the mark: the "first read" of the argument above (a touch
+  // written during the mark has a later revision, and counts as racing with this run).
+  let touches = await readTouches(store);
   const marks = new Map<string, RepositoryMark>();
   let marked = 0;
   await mapLimit(repositories, Math.max(1, Math.floor(concurrency / 2)), async (r) => {
     check();
-    marks.set(r, await markRepository(driver, r, { known, previous: state.index.markOf(r), now: t0, concurrency: 4 }));
+    marks.set(r, await markRepository(driver, r, { known, previous: state.index.markOf(r), now: t0, concurrency: 4, touchedAt: (d) => touches.byDigest.get(d)?.at }));
     progress("mark", ++marked, repositories.length);
   });
 
@@ -188,15 +198,14 @@ export async function collect(o: CollectOptions): Promise<GcReport> {
     }
   }
 
-  // Touches as they stand now; revision `touchRevision` is the "first read" of the argument above.
-  let touches = await readTouches(store);
 
   // Untagged manifests.
   const manifestsDeleted: { repository: string; digest: string }[] = [];
   if (o.deleteUntagged) {
+    const inUse = o.inUse ?? o.retention?.inUse ?? (await InUse.read(store));
     const links = new Links(driver); // no journal: the collector updates the marks itself
     for (const [r, mark] of marks) {
-      for (const d of untaggedToDelete(mark, untaggedBefore)) {
+      for (const d of untaggedToDelete(mark, untaggedBefore, (digest) => inUse.usedBy(r, "", digest) !== undefined)) {
         if (touchedSince(touches.byDigest.get(d), cutoff, touches.revision)) continue;
         const digest = digestOrUndefined(d)!;
         const m = mark.manifests[d]!;
@@ -233,55 +242,63 @@ export async function collect(o: CollectOptions): Promise<GcReport> {
   const candidates = new Set<string>(dropped);
   for (const kv of pending.items) candidates.add(kv.key.slice(gcKeys.pending.length));
   for (const d of touches.byDigest.keys()) candidates.add(d);
-  const quarantined = await digestsUnder(driver, `${paths.root}/_quarantine`);
-  for (const d of quarantined) candidates.add(d.value);
   if (mode === "full") for (const d of await listBlobs(driver, concurrency)) candidates.add(d.value);
   const unkept = [...candidates].filter((d) => !index.isKept(d) && digestOrUndefined(d) !== undefined).sort();
   progress("candidates", unkept.length, unkept.length);
 
   // Decide: touched or written within the grace stays pending; the rest is swept.
-  const inQuarantine = new Set(quarantined.map((d) => d.value));
-  const sweep: { digest: Digest; size: number; quarantined: boolean }[] = [];
+  const sweep: SweepEntry[] = [];
   const keepPending: string[] = [];
+  /** Candidates with nothing stored (a touch of a refused push, an emptied directory). */
+  const absent = new Set<string>();
   await mapLimit(unkept, concurrency, async (d) => {
     const digest = digestOrUndefined(d)!;
     if (touchedSince(touches.byDigest.get(d), cutoff, touches.revision)) return void keepPending.push(d);
-    const where = inQuarantine.has(d) ? paths.quarantineData(digest) : paths.blobData(digest);
     let info;
     try {
-      info = await driver.stat(where);
+      info = await driver.stat(paths.blobData(digest));
     } catch (err) {
-      if (err instanceof PathNotFoundError) return; // nothing stored (an empty directory, or never uploaded)
+      if (err instanceof PathNotFoundError) return void absent.add(d);
       throw err;
     }
-    if (info.isDir) return;
-    if (!inQuarantine.has(d) && info.modTime.getTime() > t0 - o.graceMs - clockAllowanceMs) return void keepPending.push(d);
-    sweep.push({ digest, size: info.size, quarantined: inQuarantine.has(d) });
+    if (info.isDir) return void absent.add(d);
+    if (info.modTime.getTime() > t0 - o.graceMs - clockAllowanceMs) return void keepPending.push(d);
+    sweep.push({ digest, size: info.size });
   });
   sweep.sort((a, b) => (a.digest.value < b.digest.value ? -1 : 1));
 
   let rescued = 0;
   let deleted = sweep;
   if (!o.dryRun) {
-    // Pending records first, then the marks (crash safety: a candidate is never only in memory).
-    await writeAll(
-      store,
-      keepPending.filter((d) => !pending.items.some((kv) => kv.key === gcKeys.pendingOf(d))).map((d) => ({ type: "put", key: gcKeys.pendingOf(d), value: JSON.stringify({ since: t0 }) })),
-    );
+    // Pending records of every candidate first (those to sweep too), then the marks: a candidate
+    // the stored marks no longer keep is never only in memory, whatever fails later.
+    // A blob to sweep also records the repositories whose links the sweep removes, so a run that
+    // dies before it decides can link them again (restoreQuarantine).
+    const pendingNow = new Set(pending.items.map((kv) => kv.key.slice(gcKeys.pending.length)));
+    for (const b of sweep) {
+      const touchedIn = touches.byDigest.get(b.digest.value)?.repository;
+      b.unlink = [...new Set([...index.linkingRepositories(b.digest.value), ...(touchedIn !== undefined && isRepositoryName(touchedIn) ? [touchedIn] : [])])].sort();
+    }
+    await writeAll(store, [
+      ...keepPending.filter((d) => !pendingNow.has(d)).map((d): Op => ({ type: "put", key: gcKeys.pendingOf(d), value: JSON.stringify({ since: t0 } satisfies PendingRecord) })),
+      ...sweep.map((b): Op => ({ type: "put", key: gcKeys.pendingOf(b.digest.value), value: JSON.stringify({ since: t0, unlink: b.unlink } satisfies PendingRecord) })),
+    ]);
     await storeMarks(store, state, marks, dirtyRevisions, mode === "full");
-    ({ deleted, rescued } = await sweepBlobs(o, sweep, touches.revision, cutoff, index, concurrency, (n) => progress("sweep", n, sweep.length)));
-    // Housekeeping: pending records of what is kept or gone, touches older than any cut-off.
+    check();
+    ({ deleted, rescued } = await sweepBlobs(o, sweep, touches, cutoff, index, concurrency, (n) => progress("sweep", n, sweep.length)));
+    // Housekeeping: pending records of what is kept or gone; touches older than any cut-off of
+    // digests kept, deleted or not stored; tag touches older than the cut-off.
+    const keepSet = new Set([...keepPending, ...sweep.map((b) => b.digest.value)]);
     const deletedSet = new Set(deleted.map((b) => b.digest.value));
-    const keepSet = new Set(keepPending);
-    await writeAll(
-      store,
-      pending.items.filter((kv) => !keepSet.has(kv.key.slice(gcKeys.pending.length))).map((kv) => ({ type: "delete", key: kv.key })),
-    );
+    for (const d of deletedSet) keepSet.delete(d);
+    await writeAll(store, [...pendingNow, ...sweep.map((b) => b.digest.value)].filter((d) => !keepSet.has(d)).map((d) => ({ type: "delete", key: gcKeys.pendingOf(d) })));
     touches = await readTouches(store);
     const stale = [...touches.kvs.values()].filter((kv) => {
       const d = kv.key.slice(gcKeys.touches.length);
-      return deletedSet.has(d) || (!touchedSince(touchOf(kv), cutoff, touches.revision) && index.isKept(d));
+      return deletedSet.has(d) || (!touchedSince(touchOf(kv), cutoff, touches.revision) && (index.isKept(d) || absent.has(d)));
     });
+    const tagTouches = await listAll(store, gcKeys.tagTouches);
+    for (const kv of tagTouches.items) if (!touchedSince(touchOf(kv), cutoff, tagTouches.revision ?? 0)) stale.push(kv);
     for (const kv of stale) await store.delete(kv.key, { expect: [{ key: kv.key, target: "modRevision", equals: kv.modRevision }] });
   }
   progress("done", deleted.length, sweep.length);
@@ -352,8 +369,10 @@ async function applyRetention(o: CollectOptions, repositories: string[], now: nu
     const after = await store.get(key);
     if (after !== null && after.modRevision > since) {
       // A push of this tag raced with the removal: it wins.
+      // Only at a manifest the repository has: a push still in flight writes its tag itself, and
+      // one that failed must not leave a tag pointing at nothing.
       const pushed = digestOrUndefined((JSON.parse(after.value) as { digest?: string }).digest ?? "");
-      if (pushed !== undefined) await links.tag(t.repository, t.tag, pushed);
+      if (pushed !== undefined && (await links.readRevisionLink(t.repository, pushed)) !== undefined) await links.tag(t.repository, t.tag, pushed);
       continue;
     }
     removed.push(t);
@@ -364,62 +383,100 @@ async function applyRetention(o: CollectOptions, repositories: string[], now: nu
 // ---- the sweep
 
 /**
- * Move each blob to quarantine, re-read the touches, move back what was touched, delete the rest
- * for good, and unlink it from the repositories that linked it (links again if a rescue or an
- * upload stored it meanwhile).
+ * Move each blob to quarantine and unlink it from the repositories that link it; re-read the
+ * touches; move back (and link again) what was touched since the first read or is kept after all;
+ * delete the rest for good. Links go before the re-read, so a request that touched a blob after the
+ * re-read finds either no link or no bytes, and fails cleanly (the argument at the top of the file;
+ * on S3 a rescue's copy is not atomic with this delete).
  */
 async function sweepBlobs(
   o: CollectOptions,
-  sweep: { digest: Digest; size: number; quarantined: boolean }[],
-  touchRevision: number,
+  sweep: SweepEntry[],
+  first: Touches,
   cutoff: number,
   index: ReferenceIndex,
   concurrency: number,
   progress: (n: number) => void,
-): Promise<{ deleted: typeof sweep; rescued: number }> {
+): Promise<{ deleted: SweepEntry[]; rescued: number }> {
   const { driver, store } = o;
-  const moved: typeof sweep = [];
+  const links = new Links(driver);
+  const moved: { blob: SweepEntry; unlinked: string[] }[] = [];
   await mapLimit(sweep, concurrency, async (b) => {
-    if (!b.quarantined) {
-      try {
-        await driver.move(paths.blobData(b.digest), paths.quarantineData(b.digest));
-      } catch (err) {
-        if (err instanceof PathNotFoundError) return; // deleted or moved by someone else meanwhile
-        throw err;
-      }
+    o.signal?.throwIfAborted();
+    try {
+      await driver.move(paths.blobData(b.digest), paths.quarantineData(b.digest));
+    } catch (err) {
+      if (err instanceof PathNotFoundError) return; // deleted or moved by someone else meanwhile
+      throw err;
     }
-    moved.push(b);
+    const entry = { blob: b, unlinked: [] as string[] };
+    moved.push(entry);
+    // Its pending record names these repositories: a run that dies from here on links them again.
+    for (const r of b.unlink ?? []) if (await links.unlinkBlob(r, b.digest)) entry.unlinked.push(r);
   });
   // The re-read after the act (the invariant's step 2).
   const after = await readTouches(store);
-  const deleted: typeof sweep = [];
+  const deleted: SweepEntry[] = [];
   let rescued = 0;
-  await mapLimit(moved, concurrency, async (b) => {
-    if (touchedSince(after.byDigest.get(b.digest.value), cutoff, touchRevision) || index.isKept(b.digest.value)) {
+  await mapLimit(moved, concurrency, async ({ blob: b, unlinked }) => {
+    if (touchedSince(after.byDigest.get(b.digest.value), cutoff, first.revision) || index.isKept(b.digest.value)) {
       try {
         await driver.move(paths.quarantineData(b.digest), paths.blobData(b.digest));
       } catch (err) {
         if (!(err instanceof PathNotFoundError)) throw err; // a request moved it back already
       }
+      for (const r of unlinked) await links.linkBlob(r, b.digest);
       rescued++;
       return;
     }
     deleted.push(b);
   });
+  o.signal?.throwIfAborted();
   await driver.deleteMany(deleted.map((b) => paths.quarantineData(b.digest)));
-  const links = new Links(driver);
-  let n = 0;
-  await mapLimit(deleted, concurrency, async (b) => {
-    const touchedIn = after.byDigest.get(b.digest.value)?.repository;
-    const repositories = [...new Set([...index.linkingRepositories(b.digest.value), ...(touchedIn !== undefined && isRepositoryName(touchedIn) ? [touchedIn] : [])])];
-    for (const r of repositories) await links.unlinkBlob(r, b.digest);
-    // Stored again meanwhile (an S3 rescue copied it back, or an upload): the links stay.
-    if (repositories.length > 0 && (await exists(driver, paths.blobData(b.digest)))) {
-      for (const r of repositories) await links.linkBlob(r, b.digest);
-    }
-    progress(++n);
-  });
+  progress(deleted.length);
   return { deleted, rescued };
+}
+
+/**
+ * Move everything in quarantine back, and link it again where its pending record says the sweep
+ * unlinked it: a run that died or failed after moving left it there.
+ */
+async function restoreQuarantine(driver: StorageDriver, store: Store, concurrency: number): Promise<void> {
+  const quarantined = await digestsUnder(driver, `${paths.root}/_quarantine`);
+  const links = new Links(driver);
+  await mapLimit(quarantined, concurrency, async (d) => {
+    try {
+      await driver.move(paths.quarantineData(d), paths.blobData(d));
+    } catch (err) {
+      if (!(err instanceof PathNotFoundError)) throw err;
+    }
+    await driver.deleteMany([paths.quarantineData(d)]); // an emptied directory (filesystem)
+    const kv = await store.get(gcKeys.pendingOf(d.value));
+    for (const r of kv === null ? [] : pendingOf(kv).unlink ?? []) if (isRepositoryName(r)) await links.linkBlob(r, d);
+  });
+}
+
+/** `pending/<digest>`: an unreferenced blob a later run looks at again. */
+interface PendingRecord {
+  since: number;
+  /** Repositories whose links of the blob a sweep removes (set before it starts). */
+  unlink?: string[];
+}
+
+function pendingOf(kv: KeyValue): PendingRecord {
+  try {
+    const v = JSON.parse(kv.value) as PendingRecord;
+    return { since: typeof v.since === "number" ? v.since : 0, ...(Array.isArray(v.unlink) && { unlink: v.unlink.filter((r) => typeof r === "string") }) };
+  } catch {
+    return { since: 0 };
+  }
+}
+
+interface SweepEntry {
+  digest: Digest;
+  size: number;
+  /** Repositories to unlink it from (decided before the pending records are written). */
+  unlink?: string[];
 }
 
 // ---- store state

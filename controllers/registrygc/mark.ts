@@ -62,6 +62,8 @@ export interface MarkOptions {
   known?: Map<string, { refs: string[]; children: string[]; subject?: string }>;
   /** The repository's previous mark: untaggedSince carries over. */
   previous?: RepositoryMark;
+  /** When a manifest was last touched (ms), if a touch record says. */
+  touchedAt?: (digest: string) => number | undefined;
   now: number;
   /** Storage calls at once (default 16). */
   concurrency?: number;
@@ -89,17 +91,23 @@ export async function markRepository(driver: StorageDriver, name: string, o: Mar
     let r = o.known?.get(d.value);
     let missing = false;
     if (r === undefined) {
-      try {
-        r = referencesOf(await driver.getContent(paths.blobData(d)));
+      const bytes = await readManifest(driver, d);
+      if (bytes !== undefined) {
+        r = referencesOf(bytes);
         o.known?.set(d.value, r);
-      } catch (err) {
-        if (!(err instanceof PathNotFoundError)) throw err;
+      } else {
+        // Its references are unknown: nothing it might need is deleted while it is missing (the
+        // marks of this repository keep no untagged manifest either: untaggedToDelete).
         r = { refs: [], children: [] };
         missing = true;
       }
     }
     const tags = (tagsOf.get(d.value) ?? []).sort();
-    const untaggedSince = tags.length > 0 ? undefined : (o.previous?.manifests[d.value]?.untaggedSince ?? o.now);
+    // Untagged since the previous mark saw it untagged, unless it was touched (pushed, tagged)
+    // since: a tag that came and went between two marks starts the untagged grace again.
+    const before = o.previous?.manifests[d.value];
+    const touched = o.touchedAt?.(d.value);
+    const untaggedSince = tags.length > 0 ? undefined : before?.untaggedSince === undefined ? o.now : Math.max(before.untaggedSince, Math.min(touched ?? 0, o.now));
     manifests[d.value] = {
       refs: r.refs,
       children: r.children,
@@ -125,15 +133,18 @@ export function keptDigests(mark: RepositoryMark): Set<string> {
 
 /**
  * The untagged manifests `--delete-untagged` may remove from this repository: untagged since
- * `untaggedBefore` or earlier, not a child of a manifest that stays, not a referrer of one that
- * stays (distribution 3's rule for index children; referrers follow their subject).
+ * `untaggedBefore` or earlier, not used by a workload (by digest), not a child of a manifest that
+ * stays, not a referrer of one that stays (distribution 3's rule for index children; referrers
+ * follow their subject).
  */
-export function untaggedToDelete(mark: RepositoryMark, untaggedBefore: number): string[] {
+export function untaggedToDelete(mark: RepositoryMark, untaggedBefore: number, inUse: (digest: string) => boolean = () => false): string[] {
   const removable = new Set(
     Object.entries(mark.manifests)
-      .filter(([, m]) => m.tags.length === 0 && m.untaggedSince !== undefined && m.untaggedSince <= untaggedBefore)
+      // A manifest whose bytes are missing has unknown children: it and everything untagged stays.
+      .filter(([d, m]) => m.tags.length === 0 && !m.missing && m.untaggedSince !== undefined && m.untaggedSince <= untaggedBefore && !inUse(d))
       .map(([d]) => d),
   );
+  if (Object.values(mark.manifests).some((m) => m.missing)) return [];
   // Whatever a kept manifest needs stays; repeat until nothing changes (an index kept keeps its
   // children, a kept child keeps its referrers...).
   for (let changed = true; changed; ) {
@@ -173,6 +184,24 @@ export async function digestsUnder(driver: StorageDriver, dir: string): Promise<
     }
   }
   return out;
+}
+
+/** A manifest's bytes, moved back from quarantine when a collection left them there; undefined when gone. */
+async function readManifest(driver: StorageDriver, d: Digest): Promise<Buffer | undefined> {
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      return await driver.getContent(paths.blobData(d));
+    } catch (err) {
+      if (!(err instanceof PathNotFoundError)) throw err;
+    }
+    try {
+      await driver.move(paths.quarantineData(d), paths.blobData(d));
+    } catch (err) {
+      if (!(err instanceof PathNotFoundError)) throw err;
+      return undefined;
+    }
+  }
+  return undefined;
 }
 
 async function readLink(driver: StorageDriver, path: string): Promise<Digest | undefined> {

@@ -50,7 +50,11 @@ export class ReferenceIndex {
           dropped.push(d);
         }
       }
-      for (const d of before.mark.layers) this.linkedIn.get(d)?.delete(repository);
+      for (const d of before.mark.layers) {
+        const s = this.linkedIn.get(d);
+        s?.delete(repository);
+        if (s?.size === 0) this.linkedIn.delete(d);
+      }
     }
     for (const d of mark?.layers ?? []) {
       let s = this.linkedIn.get(d);

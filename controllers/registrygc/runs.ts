@@ -9,7 +9,7 @@
 import type { StorageDriver } from "../../adapters/blobstore/driver.ts";
 import type { Store } from "../../adapters/store/store.ts";
 import { gcKeys } from "../../api/registry/gc-journal.ts";
-import { keptRuns, type RunRecord } from "../../api/registry/gc-runs.ts";
+import { keptRuns, RunOptions, type RunRecord } from "../../api/registry/gc-runs.ts";
 import type { Informer } from "../../runtime/informer.ts";
 import type { Logger } from "../../runtime/log.ts";
 import type { ReconcileContext, Result } from "../../runtime/result.ts";
@@ -75,7 +75,9 @@ export class RunReconciler {
     const started = performance.now();
     let report: GcReport;
     try {
-      const { options } = record;
+      const parsed = RunOptions.safeParse(record.options);
+      if (!parsed.success) throw new TerminalError(`the run's options are not valid: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+      const options = parsed.data;
       let retention;
       if (options.policy !== undefined) {
         const policy = await getPolicy(store, options.policy);

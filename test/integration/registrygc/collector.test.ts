@@ -180,4 +180,73 @@ describe("garbage collection", () => {
     expect(await stored(orphan)).toBe(true);
     expect((await client.req("HEAD", `/v2/app/y/blobs/${orphan}`)).status).toBe(200);
   });
+
+  it("a run that fails after moving blobs to quarantine loses nothing a re-push made depend on them", async () => {
+    const img = makeImage({ layers: 1 });
+    await client.pushImage("app/a", "v1", img);
+    const state = new CollectorState();
+    await gc({ state });
+    expect((await client.req("DELETE", `/v2/app/a/manifests/${img.digest}`)).status).toBe(202);
+    // The run: at its first quarantine move the client pushes the image again; after the moves
+    // the store fails (the re-read of the touches), so the run dies between act and re-check.
+    let repushed = false;
+    let moved = false;
+    const racing = Object.create(driver) as FilesystemDriver;
+    racing.move = async (from: string, to: string) => {
+      if (to.includes("_quarantine") && !repushed) {
+        repushed = true;
+        expect((await client.pushManifest("app/a", "v1", img.manifest, img.mediaType)).status).toBe(201);
+      }
+      await driver.move(from, to);
+      if (to.includes("_quarantine")) moved = true;
+    };
+    const flaky = Object.create(store) as SqliteStore;
+    let failed = false;
+    flaky.list = (async (prefix: string, o?: unknown) => {
+      if (moved && !failed && prefix === gcKeys.touches) {
+        failed = true;
+        throw new Error("store: deadline exceeded");
+      }
+      return store.list(prefix, o as never);
+    }) as SqliteStore["list"];
+    clock += 60_000;
+    await expect(collect({ driver: racing, store: flaky, state, mode: "incremental", dryRun: false, deleteUntagged: false, graceMs: 0, now: () => clock })).rejects.toThrow(/deadline/);
+    // Later runs (a fresh state, as after a failure) put everything back, links included.
+    for (let i = 0; i < 3; i++) {
+      clock += 3_600_000;
+      await collect({ driver, store, state: new CollectorState(), mode: "incremental", dryRun: false, deleteUntagged: false, graceMs: 0, now: () => clock });
+    }
+    expect(await pullsCompletely("app/a", "v1", img)).toBe(true);
+  });
+
+  it("-m keeps an untagged manifest a workload uses by digest, and restarts the untagged grace when a tag came and went", async () => {
+    const pinned = makeImage({ layers: 1 });
+    const current = makeImage({ layers: 1 });
+    await client.pushImage("shop/web", "v1", pinned);
+    await client.pushImage("shop/web", "v1", current); // the tag moves on: pinned is untagged
+    const inUse = { usedBy: (repo: string, _tag: string, digest: string) => (repo === "shop/web" && digest === pinned.digest ? "podgroup shop.web.web" : undefined) };
+    const state = new CollectorState();
+    const run = () => collect({ driver, store, state, mode: "incremental", dryRun: false, deleteUntagged: true, untaggedGraceMs: 86_400_000, graceMs: 3_600_000, now: () => clock, inUse });
+    clock += 60_000;
+    await run();
+    clock += 2 * 86_400_000;
+    expect((await run()).manifestsDeleted).toEqual([]);
+    expect(await pullsCompletely("shop/web", pinned.digest, pinned)).toBe(true);
+
+    // Untagged for days, then tagged and untagged again between two runs: the grace starts again.
+    const a = makeImage({ layers: 1 });
+    await client.pushImage("app/x", a.digest, a); // by digest: untagged
+    await client.pushImage("app/x", "prod", current);
+    const plain = () => collect({ driver, store, state, mode: "incremental", dryRun: false, deleteUntagged: true, untaggedGraceMs: 86_400_000, graceMs: 3_600_000, now: () => clock, inUse: { usedBy: () => undefined } });
+    clock += 60_000;
+    await plain();
+    clock += 3 * 86_400_000;
+    expect((await client.pushManifest("app/x", "prod", a.manifest, a.mediaType)).status).toBe(201);
+    clock += 60_000;
+    expect((await client.pushManifest("app/x", "prod", current.manifest, current.mediaType)).status).toBe(201);
+    clock += 2 * 3_600_000;
+    expect((await plain()).manifestsDeleted.map((m) => m.digest)).not.toContain(a.digest);
+    clock += 2 * 86_400_000;
+    expect((await plain()).manifestsDeleted.map((m) => m.digest)).toContain(a.digest);
+  });
 });
