@@ -590,13 +590,3 @@ async function childrenOf(driver: StorageDriver, dir: string): Promise<string[]>
     throw err;
   }
 }
-
-async function exists(driver: StorageDriver, path: string): Promise<boolean> {
-  try {
-    await driver.stat(path);
-    return true;
-  } catch (err) {
-    if (err instanceof PathNotFoundError) return false;
-    throw err;
-  }
-}
