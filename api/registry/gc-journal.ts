@@ -63,9 +63,11 @@ export interface GcJournal {
   changing(repository: string, relies?: { digests?: readonly string[]; tags?: readonly { tag: string; digest: string }[] }): Promise<void>;
   /**
    * The change is done. Written again after the change so a collector that read the dirty key
-   * between the two writes, and storage before the change landed, cannot clear it (collector.ts).
+   * between the two writes, and storage before the change landed, cannot clear it (collector.ts);
+   * the tag touches are written again too, after the tags: a collector that trusts the tags of its
+   * last mark re-reads every tag touched after that mark's read of the dirty keys (mark.ts).
    */
-  changed(repository: string): Promise<void>;
+  changed(repository: string, tags?: readonly { tag: string; digest: string }[]): Promise<void>;
 }
 
 /** No collector: nothing to tell (a registry without a store, and unit tests). */
@@ -106,8 +108,12 @@ export class StoreGcJournal implements GcJournal {
     this.remember(digests, now);
   }
 
-  async changed(repository: string): Promise<void> {
-    await this.store.put(gcKeys.dirtyOf(repository), JSON.stringify({ at: this.now() }));
+  async changed(repository: string, tags: readonly { tag: string; digest: string }[] = []): Promise<void> {
+    const now = this.now();
+    await this.write([
+      { type: "put", key: gcKeys.dirtyOf(repository), value: JSON.stringify({ at: now }) },
+      ...tags.map(({ tag, digest }) => ({ type: "put" as const, key: gcKeys.tagTouch(repository, tag), value: JSON.stringify({ at: now, digest } satisfies TagTouchRecord) })),
+    ]);
   }
 
   private touchOp(digest: string, now: number, repository?: string): Op {

@@ -37,8 +37,16 @@ export class Links {
     await this.driver.putContent(paths.revisionLink(name, d), encode(d));
   }
 
+  /**
+   * The revision's whole directory goes (distribution removes only the link file): garbage
+   * collection's incremental mark takes a listed revision directory for a revision.
+   */
   async unlinkRevision(name: string, d: Digest): Promise<boolean> {
-    return this.remove(paths.revisionLink(name, d));
+    if ((await this.read(paths.revisionLink(name, d))) === undefined) {
+      await this.remove(paths.revisionDir(name, d)); // a directory left by distribution's delete
+      return false;
+    }
+    return this.remove(paths.revisionDir(name, d));
   }
 
   readRevisionLink(name: string, d: Digest): Promise<Digest | undefined> {

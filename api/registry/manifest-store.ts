@@ -77,7 +77,7 @@ export class ManifestStore {
       if (manifest.subject !== undefined) await this.links.linkReferrer(name, manifest.subject.digest, digest);
       for (const tag of tags) await this.links.tag(name, tag, digest);
     } finally {
-      await this.journal.changed(name);
+      await this.journal.changed(name, tags.map((tag) => ({ tag, digest: digest.value })));
     }
     return { digest, manifest };
   }

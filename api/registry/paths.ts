@@ -46,8 +46,12 @@ export function manifestsDir(name: string): string {
   return `${repository(name)}/_manifests`;
 }
 
+export function revisionDir(name: string, d: Digest): string {
+  return `${manifestsDir(name)}/revisions/${d.algorithm}/${d.hex}`;
+}
+
 export function revisionLink(name: string, d: Digest): string {
-  return `${manifestsDir(name)}/revisions/${d.algorithm}/${d.hex}/link`;
+  return `${revisionDir(name, d)}/link`;
 }
 
 export function tagsDir(name: string): string {

@@ -178,11 +178,26 @@ export async function collect(o: CollectOptions): Promise<GcReport> {
   // Touches as they stand before the mark: the "first read" of the argument above (a touch
   // written during the mark has a later revision, and counts as racing with this run).
   let touches = await readTouches(store);
+  const tagTouchRevisions = new Map((await listAll(store, gcKeys.tagTouches)).items.map((kv) => [kv.key, kv.modRevision]));
+  const retentionTouched = new Set(tagsDeleted.map((t) => t.repository));
   const marks = new Map<string, RepositoryMark>();
   let marked = 0;
   await mapLimit(repositories, Math.max(1, Math.floor(concurrency / 2)), async (r) => {
     check();
-    marks.set(r, await markRepository(driver, r, { known, previous: state.index.markOf(r), now: t0, concurrency: 4, touchedAt: (d) => touches.byDigest.get(d)?.at }));
+    marks.set(
+      r,
+      await markRepository(driver, r, {
+        known,
+        previous: state.index.markOf(r),
+        now: t0,
+        concurrency: 4,
+        touchedAt: (d) => touches.byDigest.get(d)?.at,
+        asOf: dirty.revision ?? 0,
+        // An incremental run reads what changed; a full run, and a repository whose tags retention
+        // just rewrote, everything.
+        ...(mode === "incremental" && !retentionTouched.has(r) && { trust: { tagTouchRevision: (tag: string) => tagTouchRevisions.get(gcKeys.tagTouch(r, tag)) } }),
+      }),
+    );
     progress("mark", ++marked, repositories.length);
   });
 
@@ -299,7 +314,7 @@ export async function collect(o: CollectOptions): Promise<GcReport> {
     });
     const tagTouches = await listAll(store, gcKeys.tagTouches);
     for (const kv of tagTouches.items) if (!touchedSince(touchOf(kv), cutoff, tagTouches.revision ?? 0)) stale.push(kv);
-    for (const kv of stale) await store.delete(kv.key, { expect: [{ key: kv.key, target: "modRevision", equals: kv.modRevision }] });
+    await deleteUnchanged(store, stale);
   }
   progress("done", deleted.length, sweep.length);
 
@@ -551,6 +566,19 @@ async function storeMarks(store: Store, state: CollectorState, marks: Map<string
   for (const [r, rev] of dirty) {
     if (!marks.has(r)) continue;
     await store.delete(gcKeys.dirtyOf(r), { expect: [{ key: gcKeys.dirtyOf(r), target: "modRevision", equals: rev }] });
+  }
+}
+
+/**
+ * Delete each key unless it was written since it was read: 50 at a time in one transaction with a
+ * compare each; a batch whose compares do not all hold is done key by key.
+ */
+async function deleteUnchanged(store: Store, kvs: KeyValue[]): Promise<void> {
+  for (let i = 0; i < kvs.length; i += 50) {
+    const batch = kvs.slice(i, i + 50);
+    const compares = batch.map((kv) => ({ key: kv.key, target: "modRevision" as const, equals: kv.modRevision }));
+    if ((await store.txn(compares, batch.map((kv) => ({ type: "delete" as const, key: kv.key })))).succeeded) continue;
+    for (const kv of batch) await store.delete(kv.key, { expect: [{ key: kv.key, target: "modRevision", equals: kv.modRevision }] });
   }
 }
 

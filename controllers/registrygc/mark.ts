@@ -26,6 +26,11 @@ export interface RepositoryMark {
   manifests: Record<string, ManifestMark>;
   /** Blobs linked into the repository (`_layers`). */
   layers: string[];
+  /**
+   * The store revision of the dirty keys this mark answers (read before storage was): a later
+   * mark trusts this one's tags except those with a tag touch written after it.
+   */
+  asOf?: number;
 }
 
 /** What a manifest references, read leniently: whatever digests its fields hold (schema 1 included). */
@@ -67,6 +72,16 @@ export interface MarkOptions {
   now: number;
   /** Storage calls at once (default 16). */
   concurrency?: number;
+  /**
+   * Read only what changed since `previous` (an incremental run): a listed revision directory that
+   * `previous` has is taken as that revision without reading its link (a deleted revision's
+   * directory goes with it: links.ts), and a tag `previous` has keeps its digest unless its tag
+   * touch is newer than `previous.asOf`. Every tag write writes its tag touch after the tag
+   * (gc-journal.ts), so a tag changed after `previous` read it has one.
+   */
+  trust?: { tagTouchRevision: (tag: string) => number | undefined };
+  /** Stored with the mark as `asOf`. */
+  asOf?: number;
 }
 
 /** Read the mark of `name` from storage. An empty mark when the repository is gone. */
@@ -77,7 +92,14 @@ export async function markRepository(driver: StorageDriver, name: string, o: Mar
     children(driver, paths.tagsDir(name)),
     digestsUnder(driver, `${paths.repository(name)}/_layers`),
   ]);
-  const tagTargets = await mapLimit(tags, concurrency, async (tag) => ({ tag, digest: await readLink(driver, paths.tagCurrentLink(name, tag)) }));
+  const previous = o.trust !== undefined && o.previous?.asOf !== undefined ? o.previous : undefined;
+  const previousTags = new Map<string, string>();
+  for (const [d, m] of Object.entries(previous?.manifests ?? {})) for (const t of m.tags) previousTags.set(t, d);
+  const tagTargets = await mapLimit(tags, concurrency, async (tag) => {
+    const was = previousTags.get(tag);
+    if (was !== undefined && (o.trust!.tagTouchRevision(tag) ?? 0) <= previous!.asOf!) return { tag, digest: digestOrUndefined(was) };
+    return { tag, digest: await readLink(driver, paths.tagCurrentLink(name, tag)) };
+  });
   const tagsOf = new Map<string, string[]>();
   for (const { tag, digest } of tagTargets) {
     if (digest === undefined) continue;
@@ -85,8 +107,8 @@ export async function markRepository(driver: StorageDriver, name: string, o: Mar
   }
   const manifests: Record<string, ManifestMark> = {};
   await mapLimit(revisions, concurrency, async (dir) => {
-    // A revision is its link file (a deleted one may leave its directory behind).
-    const d = await readLink(driver, paths.revisionLink(name, dir));
+    // A revision is its link file (distribution's delete leaves the directory behind).
+    const d = previous?.manifests[dir.value] !== undefined ? dir : await readLink(driver, paths.revisionLink(name, dir));
     if (d === undefined) return;
     let r = o.known?.get(d.value);
     let missing = false;
@@ -117,7 +139,7 @@ export async function markRepository(driver: StorageDriver, name: string, o: Mar
       ...(missing && { missing: true as const }),
     };
   });
-  return { manifests, layers: layers.map((d) => d.value).sort() };
+  return { manifests, layers: layers.map((d) => d.value).sort(), ...(o.asOf !== undefined && { asOf: o.asOf }) };
 }
 
 /** Every digest the repository keeps: its manifests and what they reference. */
