@@ -110,14 +110,23 @@ export interface GcReport {
 export class CollectorState {
   index = new ReferenceIndex();
   loaded = false;
-  /** The marks' modRevisions in the store, for compare-and-swap writes. */
-  readonly markRevisions = new Map<string, number>();
+  /**
+   * Marks newer than the store's, with the revision of the dirty key each answers. They are
+   * stored (and those dirty keys cleared) every `marksSaveEveryMs`, not after every run: until
+   * then the dirty keys stay set, so a registry that takes over reads those repositories again.
+   */
+  readonly unsaved = new Map<string, { mark: RepositoryMark; dirtyRevision: number | undefined }>();
+  savedAt = 0;
   reset(): void {
     this.index = new ReferenceIndex();
     this.loaded = false;
-    this.markRevisions.clear();
+    this.unsaved.clear();
+    this.savedAt = 0;
   }
 }
+
+/** How often an incremental run stores the marks it changed (a full run always does). */
+export const marksSaveEveryMs = 10_000;
 
 /** Cap on digests listed one by one in a report (the counts are always complete). */
 const reportListLimit = 1000;
@@ -298,7 +307,13 @@ export async function collect(o: CollectOptions): Promise<GcReport> {
       ...keepPending.filter((d) => !pendingNow.has(d)).map((d): Op => ({ type: "put", key: gcKeys.pendingOf(d), value: JSON.stringify({ since: t0 } satisfies PendingRecord) })),
       ...sweep.map((b): Op => ({ type: "put", key: gcKeys.pendingOf(b.digest.value), value: JSON.stringify({ since: t0, unlink: b.unlink } satisfies PendingRecord) })),
     ]);
-    await storeMarks(store, state, marks, dirtyRevisions, mode === "full");
+    for (const [r, mark] of marks) state.unsaved.set(r, { mark, dirtyRevision: dirtyRevisions.get(r) });
+    // Stored at once when this run changed storage itself, or read a repository no dirty key
+    // names (retention, untagged deletions): nothing would make a successor read it again.
+    const undirtied = [...marks.keys()].some((r) => !dirtyRevisions.has(r));
+    if (mode === "full" || undirtied || manifestsDeleted.length > 0 || tagsDeleted.length > 0 || t0 - state.savedAt >= marksSaveEveryMs || state.unsaved.size > 1000) {
+      await saveMarks(store, state, mode === "full", t0);
+    }
     check();
     ({ deleted, rescued } = await sweepBlobs(o, sweep, touches, cutoff, index, concurrency, (n) => progress("sweep", n, sweep.length)));
     // Housekeeping: pending records of what is kept or gone; touches older than any cut-off of
@@ -544,7 +559,6 @@ async function loadMarks(store: Store, state: CollectorState): Promise<void> {
     const repository = kv.key.slice(gcKeys.marks.length);
     try {
       state.index.set(repository, JSON.parse(kv.value) as RepositoryMark);
-      state.markRevisions.set(repository, kv.modRevision);
     } catch {
       // An unreadable mark: the repository is read again (marked dirty).
       await store.put(gcKeys.dirtyOf(repository), JSON.stringify({ at: Date.now() }));
@@ -553,19 +567,21 @@ async function loadMarks(store: Store, state: CollectorState): Promise<void> {
   state.loaded = true;
 }
 
-/** Store the new marks and clear the dirty keys they answer (only those not written since). */
-async function storeMarks(store: Store, state: CollectorState, marks: Map<string, RepositoryMark>, dirty: Map<string, number>, complete: boolean): Promise<void> {
+/** Store the unsaved marks, then clear the dirty keys they answer (only those not written since). */
+async function saveMarks(store: Store, state: CollectorState, complete: boolean, now: number): Promise<void> {
   const ops: Op[] = [];
-  for (const [r, mark] of marks) {
+  for (const [r, { mark }] of state.unsaved) {
     const gone = Object.keys(mark.manifests).length === 0 && mark.layers.length === 0;
     ops.push(gone ? { type: "delete", key: gcKeys.markOf(r) } : { type: "put", key: gcKeys.markOf(r), value: JSON.stringify(mark) });
   }
-  if (complete) ops.push({ type: "put", key: gcKeys.marksComplete, value: JSON.stringify({ at: Date.now() }) });
+  if (complete) ops.push({ type: "put", key: gcKeys.marksComplete, value: JSON.stringify({ at: now }) });
   await writeAll(store, ops);
   state.loaded = true;
-  for (const [r, rev] of dirty) {
-    if (!marks.has(r)) continue;
-    await store.delete(gcKeys.dirtyOf(r), { expect: [{ key: gcKeys.dirtyOf(r), target: "modRevision", equals: rev }] });
+  const answered = [...state.unsaved].filter(([, u]) => u.dirtyRevision !== undefined);
+  state.unsaved.clear();
+  state.savedAt = now;
+  for (const [r, { dirtyRevision }] of answered) {
+    await store.delete(gcKeys.dirtyOf(r), { expect: [{ key: gcKeys.dirtyOf(r), target: "modRevision", equals: dirtyRevision! }] });
   }
 }
 
