@@ -51,6 +51,8 @@ export interface RegistryApiOptions {
   clock?: WallClock;
   /** Where touches and changed repositories are written for garbage collection (gc-journal.ts). */
   journal?: GcJournal;
+  /** Counts requests, so garbage collection can yield to them (controllers/registrygc/pacer.ts). */
+  activity?: { seen(): void };
 }
 
 /** At most this many `?tag=` on one manifest PUT. */
@@ -98,6 +100,7 @@ export function createRegistryApi(opts: RegistryApiOptions): Hono {
   const app = new Hono();
   app.onError(registryErrorHandler(log));
   app.use("*", async (c, next) => {
+    opts.activity?.seen();
     await next();
     c.res.headers.set("docker-distribution-api-version", "registry/2.0");
   });

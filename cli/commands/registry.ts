@@ -35,6 +35,7 @@ import { createRegistryGcApi } from "../../api/registry/gc-api.ts";
 import { StoreGcJournal } from "../../api/registry/gc-journal.ts";
 import { fencedStore } from "../../adapters/store/fenced.ts";
 import { createRegistryGc } from "../../controllers/registrygc/index.ts";
+import { RequestActivity } from "../../controllers/registrygc/pacer.ts";
 import { formatProblem, parseRegistryConfig, type ConfigProblem, type ConfigResult, type RegistryConfig } from "../../api/registry/config.ts";
 import { tokenAuthorizer } from "../../api/registry/token-auth.ts";
 import { createLogger, type Logger } from "../../runtime/log.ts";
@@ -258,7 +259,8 @@ export async function installRegistry(ctx: ServeContext, o: RegistryInstallOptio
   const bundle = bundlePath === undefined ? undefined : new CertBundleFile(bundlePath, log);
   const settings = new RegistryAuthSettings({ from: o.authFrom, store, config: o.config.tokenAuth, bundle, log, openAllowed: isLoopbackHost(parseListenAddress(o.web).host), web: o.web });
   await settings.init(o.configFile);
-  const api = createRegistryApi({ driver, deleteEnabled: o.config.deleteEnabled, authorizer: tokenAuthorizer(() => settings.current()), log, journal: new StoreGcJournal(store) });
+  const activity = new RequestActivity();
+  const api = createRegistryApi({ driver, deleteEnabled: o.config.deleteEnabled, authorizer: tokenAuthorizer(() => settings.current()), log, journal: new StoreGcJournal(store), activity });
   // Garbage collection (docs/registry-gc.md): its controllers lead, its API is on the manager's app.
   const gc = createRegistryGc({
     driver,
@@ -268,6 +270,7 @@ export async function installRegistry(ctx: ServeContext, o: RegistryInstallOptio
     term: () => ctx.elector.fence()?.createRevision,
     registry: manager.registry,
     log,
+    activity,
   });
   for (const i of gc.informers) manager.addInformer(i);
   for (const c of gc.controllers) manager.add(c);

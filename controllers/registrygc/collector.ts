@@ -461,8 +461,11 @@ async function sweepBlobs(
     }
     deleted.push(b);
   });
-  o.signal?.throwIfAborted();
-  await driver.deleteMany(deleted.map((b) => paths.quarantineData(b.digest)));
+  // In batches: S3 takes 1,000 keys a request, and a paced driver rests between calls.
+  for (let i = 0; i < deleted.length; i += 500) {
+    o.signal?.throwIfAborted();
+    await driver.deleteMany(deleted.slice(i, i + 500).map((b) => paths.quarantineData(b.digest)));
+  }
   progress(deleted.length);
   return { deleted, rescued };
 }

@@ -17,6 +17,7 @@ import type { Result } from "../../runtime/result.ts";
 import { informerSource } from "../../runtime/source.ts";
 import { GcMetrics } from "./metrics.ts";
 import { graceSecondsOf, parsePolicy, policyPrefix, untaggedGraceSecondsOf, type GcPolicy } from "./policy.ts";
+import type { RequestActivity } from "./pacer.ts";
 import { RunReconciler } from "./runs.ts";
 
 export interface RegistryGcOptions {
@@ -32,6 +33,8 @@ export interface RegistryGcOptions {
   log: Logger;
   /** Wall clock (policies' intervals). */
   now?: () => number;
+  /** The registry API's requests, which runs yield to (pacer.ts). */
+  activity?: RequestActivity;
 }
 
 export interface RegistryGc {
@@ -60,7 +63,7 @@ export function createRegistryGc(o: RegistryGcOptions): RegistryGc {
     registry: o.registry,
   });
   const metrics = new GcMetrics(o.registry);
-  const runner = new RunReconciler({ driver: o.driver, store: o.fenced, runs, identity: o.identity, term: o.term, metrics, log });
+  const runner = new RunReconciler({ driver: o.driver, store: o.fenced, runs, identity: o.identity, term: o.term, metrics, log, ...(o.activity && { activity: o.activity }) });
   const runController = new Controller({
     name: "registry-gc-runs",
     reconcile: runner.reconcile,

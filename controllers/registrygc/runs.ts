@@ -17,6 +17,7 @@ import { TerminalError } from "../../runtime/result.ts";
 import { collect, CollectorState, type GcProgress, type GcReport } from "./collector.ts";
 import type { GcMetrics } from "./metrics.ts";
 import { InUse } from "./in-use.ts";
+import { pacedDriver, Pacer, type RequestActivity } from "./pacer.ts";
 import { getPolicy } from "./policy.ts";
 
 export interface RunReconcilerOptions {
@@ -32,6 +33,8 @@ export interface RunReconcilerOptions {
   log: Logger;
   /** How often progress is written into the run record (default 1 s). */
   progressEveryMs?: number;
+  /** The registry's requests: runs yield to them (pacer.ts). */
+  activity?: RequestActivity;
 }
 
 export class RunReconciler {
@@ -87,7 +90,7 @@ export class RunReconciler {
         retention = { policy: policy.policy, inUse };
       }
       report = await collect({
-        driver: this.o.driver,
+        driver: this.o.activity ? pacedDriver(this.o.driver, new Pacer({ activity: this.o.activity }), ctx.signal) : this.o.driver,
         store,
         mode: options.mode,
         dryRun: options.dryRun,
