@@ -327,8 +327,14 @@ export async function collect(o: CollectOptions): Promise<GcReport> {
       const d = kv.key.slice(gcKeys.touches.length);
       return deletedSet.has(d) || (!touchedSince(touchOf(kv), cutoff, touches.revision) && (index.isKept(d) || absent.has(d)));
     });
+    // A tag touch goes only once the stored mark of its repository is newer: a successor that
+    // loads that mark trusts its tags unless a tag touch says otherwise (mark.ts).
     const tagTouches = await listAll(store, gcKeys.tagTouches);
-    for (const kv of tagTouches.items) if (!touchedSince(touchOf(kv), cutoff, tagTouches.revision ?? 0)) stale.push(kv);
+    for (const kv of tagTouches.items) {
+      const r = kv.key.slice(gcKeys.tagTouches.length, kv.key.lastIndexOf("/"));
+      const storedAsOf = state.unsaved.has(r) ? 0 : (state.index.markOf(r)?.asOf ?? 0);
+      if (!touchedSince(touchOf(kv), cutoff, tagTouches.revision ?? 0) && kv.modRevision < storedAsOf) stale.push(kv);
+    }
     await deleteUnchanged(store, stale);
   }
   progress("done", deleted.length, sweep.length);
