@@ -50,7 +50,16 @@ export interface TouchRecord {
 export interface TagTouchRecord {
   at: number;
   digest: string;
+  /**
+   * false from the manifest PUT's first write (before the tag), true from its last (after the
+   * tag): a tag touch not done means a push in flight, or one that died after it began, and the
+   * collector always reads such a tag again.
+   */
+  done: boolean;
 }
+
+/** A tag touch not done is kept at least this long (no manifest PUT takes longer). */
+export const unfinishedTagTouchMs = 10 * 60_000;
 
 /** The serving side of garbage collection. Each call resolves once the record is durable. */
 export interface GcJournal {
@@ -60,20 +69,20 @@ export interface GcJournal {
    * A manifest, tag or referrer link of `repository` is about to change; with it, in the same
    * write, the digests the change relies on and the tags it points (a manifest PUT).
    */
-  changing(repository: string, relies?: { digests?: readonly string[]; tags?: readonly { tag: string; digest: string }[] }): Promise<void>;
+  changing(repository: string, relies?: { digests?: readonly string[]; tags?: readonly { tag: string; digest: string }[] }): Promise<number | undefined>;
   /**
    * The change is done. Written again after the change so a collector that read the dirty key
    * between the two writes, and storage before the change landed, cannot clear it (collector.ts);
    * the tag touches are written again too, after the tags: a collector that trusts the tags of its
    * last mark re-reads every tag touched after that mark's read of the dirty keys (mark.ts).
    */
-  changed(repository: string, tags?: readonly { tag: string; digest: string }[]): Promise<void>;
+  changed(repository: string, tags?: readonly { tag: string; digest: string }[], since?: number): Promise<void>;
 }
 
 /** No collector: nothing to tell (a registry without a store, and unit tests). */
 export const noJournal: GcJournal = {
   touch: async () => {},
-  changing: async () => {},
+  changing: async () => undefined,
   changed: async () => {},
 };
 
@@ -96,24 +105,36 @@ export class StoreGcJournal implements GcJournal {
     this.remember(due, now);
   }
 
-  async changing(repository: string, relies: { digests?: readonly string[]; tags?: readonly { tag: string; digest: string }[] } = {}): Promise<void> {
+  /** Answers the revision of the tag touches' write (undefined without tags), for changed(). */
+  async changing(repository: string, relies: { digests?: readonly string[]; tags?: readonly { tag: string; digest: string }[] } = {}): Promise<number | undefined> {
     const now = this.now();
     // Every digest is written here, deduplicated or not: one transaction either way.
     const digests = [...new Set(relies.digests ?? [])];
-    await this.write([
-      { type: "put", key: gcKeys.dirtyOf(repository), value: JSON.stringify({ at: now }) },
-      ...digests.map((d) => this.touchOp(d, now)),
-      ...(relies.tags ?? []).map(({ tag, digest }) => ({ type: "put" as const, key: gcKeys.tagTouch(repository, tag), value: JSON.stringify({ at: now, digest } satisfies TagTouchRecord) })),
-    ]);
+    const tags = (relies.tags ?? []).slice(0, 100);
+    await this.write([{ type: "put", key: gcKeys.dirtyOf(repository), value: JSON.stringify({ at: now }) }, ...digests.map((d) => this.touchOp(d, now))]);
     this.remember(digests, now);
+    if (tags.length === 0) return undefined;
+    const r = await this.store.txn([], tags.map(({ tag, digest }) => this.tagTouchOp(repository, tag, digest, now, false)));
+    return r.revision;
   }
 
-  async changed(repository: string, tags: readonly { tag: string; digest: string }[] = []): Promise<void> {
+  /**
+   * The tag touches become done only while they are still this push's (`since`, changing()'s
+   * revision): a concurrent push of the same tag keeps its touch not done until its own end.
+   */
+  async changed(repository: string, tags: readonly { tag: string; digest: string }[] = [], since?: number): Promise<void> {
     const now = this.now();
-    await this.write([
-      { type: "put", key: gcKeys.dirtyOf(repository), value: JSON.stringify({ at: now }) },
-      ...tags.map(({ tag, digest }) => ({ type: "put" as const, key: gcKeys.tagTouch(repository, tag), value: JSON.stringify({ at: now, digest } satisfies TagTouchRecord) })),
-    ]);
+    const dirty: Op = { type: "put", key: gcKeys.dirtyOf(repository), value: JSON.stringify({ at: now }) };
+    const mine = since === undefined ? [] : tags.slice(0, 100);
+    await this.store.txn(
+      mine.map(({ tag }) => ({ key: gcKeys.tagTouch(repository, tag), target: "modRevision" as const, equals: since! })),
+      [dirty, ...mine.map(({ tag, digest }) => this.tagTouchOp(repository, tag, digest, now, true))],
+      [dirty],
+    );
+  }
+
+  private tagTouchOp(repository: string, tag: string, digest: string, now: number, done: boolean): Op {
+    return { type: "put", key: gcKeys.tagTouch(repository, tag), value: JSON.stringify({ at: now, digest, done } satisfies TagTouchRecord) };
   }
 
   private touchOp(digest: string, now: number, repository?: string): Op {

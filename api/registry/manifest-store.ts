@@ -64,7 +64,7 @@ export class ManifestStore {
     }
     const manifest = parseManifest(bytes, contentType);
     // Touched before the references are checked (docs/registry-gc.md, "Why nothing is lost").
-    await this.journal.changing(name, {
+    const since = await this.journal.changing(name, {
       digests: [digest.value, ...blobReferences(manifest).map((d) => d.digest.value), ...manifest.manifests.map((d) => d.digest.value)],
       tags: tags.map((tag) => ({ tag, digest: digest.value })),
     });
@@ -77,7 +77,7 @@ export class ManifestStore {
       if (manifest.subject !== undefined) await this.links.linkReferrer(name, manifest.subject.digest, digest);
       for (const tag of tags) await this.links.tag(name, tag, digest);
     } finally {
-      await this.journal.changed(name, tags.map((tag) => ({ tag, digest: digest.value })));
+      await this.journal.changed(name, tags.map((tag) => ({ tag, digest: digest.value })), since);
     }
     return { digest, manifest };
   }

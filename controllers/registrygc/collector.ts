@@ -32,7 +32,7 @@ import { PathNotFoundError } from "../../adapters/blobstore/driver.ts";
 import type { KeyValue, Op, Store } from "../../adapters/store/store.ts";
 import { listAll } from "../../adapters/store/list-all.ts";
 import { listRepositories } from "../../api/registry/catalog.ts";
-import { gcKeys, touchResolutionMs } from "../../api/registry/gc-journal.ts";
+import { gcKeys, touchResolutionMs, unfinishedTagTouchMs } from "../../api/registry/gc-journal.ts";
 import { Links } from "../../api/registry/links.ts";
 import { digestOrUndefined, isRepositoryName, type Digest } from "../../api/registry/names.ts";
 import { InUse } from "./in-use.ts";
@@ -43,7 +43,7 @@ import type { InUseLookup } from "./retention.ts";
 import { tagsToRemove, type TagInfo } from "./retention.ts";
 import type { GcPolicy } from "./policy.ts";
 import { repositoryMatches } from "./policy.ts";
-import { digestsUnder, markRepository, untaggedToDelete, type RepositoryMark } from "./mark.ts";
+import { digestsUnder, keptDigests, markRepository, untaggedToDelete, type RepositoryMark } from "./mark.ts";
 import { ReferenceIndex } from "./reference-index.ts";
 
 /** Clocks of registry processes may differ by this much; a touch counts as that much newer. */
@@ -187,7 +187,8 @@ export async function collect(o: CollectOptions): Promise<GcReport> {
   // Touches as they stand before the mark: the "first read" of the argument above (a touch
   // written during the mark has a later revision, and counts as racing with this run).
   let touches = await readTouches(store);
-  const tagTouchRevisions = new Map((await listAll(store, gcKeys.tagTouches)).items.map((kv) => [kv.key, kv.modRevision]));
+  // A tag is trusted only when its tag touch is done and no newer than the previous mark (mark.ts).
+  const tagTouchRevisions = new Map((await listAll(store, gcKeys.tagTouches)).items.map((kv) => [kv.key, tagTouchDone(kv) ? kv.modRevision : Number.MAX_SAFE_INTEGER]));
   const retentionTouched = new Set(tagsDeleted.map((t) => t.repository));
   const marks = new Map<string, RepositoryMark>();
   let marked = 0;
@@ -318,22 +319,31 @@ export async function collect(o: CollectOptions): Promise<GcReport> {
     ({ deleted, rescued } = await sweepBlobs(o, sweep, touches, cutoff, index, concurrency, (n) => progress("sweep", n, sweep.length)));
     // Housekeeping: pending records of what is kept or gone; touches older than any cut-off of
     // digests kept, deleted or not stored; tag touches older than the cut-off.
-    const keepSet = new Set([...keepPending, ...sweep.map((b) => b.digest.value)]);
+    // Digests only the unsaved marks keep: a successor loading the stored marks would not know
+    // they were kept, so their touches and pending records stay until the marks are stored.
+    const unsavedKept = new Set<string>();
+    for (const { mark } of state.unsaved.values()) for (const d of keptDigests(mark)) unsavedKept.add(d);
+    const keepSet = new Set([...keepPending, ...sweep.map((b) => b.digest.value), ...[...pendingNow].filter((d) => unsavedKept.has(d))]);
     const deletedSet = new Set(deleted.map((b) => b.digest.value));
     for (const d of deletedSet) keepSet.delete(d);
     await writeAll(store, [...pendingNow, ...sweep.map((b) => b.digest.value)].filter((d) => !keepSet.has(d)).map((d) => ({ type: "delete", key: gcKeys.pendingOf(d) })));
     touches = await readTouches(store);
     const stale = [...touches.kvs.values()].filter((kv) => {
       const d = kv.key.slice(gcKeys.touches.length);
-      return deletedSet.has(d) || (!touchedSince(touchOf(kv), cutoff, touches.revision) && (index.isKept(d) || absent.has(d)));
+      return deletedSet.has(d) || (!touchedSince(touchOf(kv), cutoff, touches.revision) && ((index.isKept(d) && !unsavedKept.has(d)) || absent.has(d)));
     });
     // A tag touch goes only once the stored mark of its repository is newer: a successor that
     // loads that mark trusts its tags unless a tag touch says otherwise (mark.ts).
     const tagTouches = await listAll(store, gcKeys.tagTouches);
+    // One not done (a push in flight, or one that died) stays until no push could still be going.
+    // A repository with no mark at all is read in full by its next mark: its tag touches can go.
     for (const kv of tagTouches.items) {
       const r = kv.key.slice(gcKeys.tagTouches.length, kv.key.lastIndexOf("/"));
-      const storedAsOf = state.unsaved.has(r) ? 0 : (state.index.markOf(r)?.asOf ?? 0);
-      if (!touchedSince(touchOf(kv), cutoff, tagTouches.revision ?? 0) && kv.modRevision < storedAsOf) stale.push(kv);
+      if (state.unsaved.has(r)) continue;
+      const mark = state.index.markOf(r);
+      const { at } = touchOf(kv);
+      const old = tagTouchDone(kv) ? at <= cutoff : at <= t0 - unfinishedTagTouchMs;
+      if (old && (mark === undefined || kv.modRevision < (mark.asOf ?? 0))) stale.push(kv);
     }
     await deleteUnchanged(store, stale);
   }
@@ -401,6 +411,8 @@ async function applyRetention(o: CollectOptions, repositories: string[], now: nu
     const before = touched.get(key);
     if (before !== undefined && touchedSince(touchOf(before), cutoff, since)) continue;
     if ((await links.readTag(t.repository, t.tag))?.value !== t.digest) continue; // pushed again meanwhile
+    // Dirty first: if this run dies before its marks are stored, the next one reads the repository.
+    await store.put(gcKeys.dirtyOf(t.repository), JSON.stringify({ at: now }));
     await links.untag(t.repository, t.tag);
     const after = await store.get(key);
     if (after !== null && after.modRevision > since) {
@@ -542,6 +554,15 @@ async function readTouches(store: Store): Promise<Touches> {
     kvs.set(kv.key, kv);
   }
   return { byDigest, kvs, revision: revision ?? (await store.revision()) };
+}
+
+/** Whether a tag touch says its push finished (written after the tag). */
+function tagTouchDone(kv: KeyValue): boolean {
+  try {
+    return (JSON.parse(kv.value) as { done?: unknown }).done === true;
+  } catch {
+    return false;
+  }
 }
 
 function touchOf(kv: KeyValue): Touch {
