@@ -69,6 +69,8 @@ export interface CollectOptions {
   onProgress?: (p: GcProgress) => void;
   /** Storage calls at once (default 16). */
   concurrency?: number;
+  /** Called between store transactions of many writes (the paced runs of a serving registry). */
+  pace?: () => Promise<void>;
   /** A policy's retention rules, applied before the mark (tags removed, then collected as usual). */
   retention?: { policy: GcPolicy; inUse: InUseLookup };
   /** What workloads use: with deleteUntagged, an untagged manifest a workload names by digest stays (default: read from the store). */
@@ -304,16 +306,20 @@ export async function collect(o: CollectOptions): Promise<GcReport> {
       const touchedIn = touches.byDigest.get(b.digest.value)?.repository;
       b.unlink = [...new Set([...index.linkingRepositories(b.digest.value), ...(touchedIn !== undefined && isRepositoryName(touchedIn) ? [touchedIn] : [])])].sort();
     }
-    await writeAll(store, [
+    await writeAll(
+      store,
+      [
       ...keepPending.filter((d) => !pendingNow.has(d)).map((d): Op => ({ type: "put", key: gcKeys.pendingOf(d), value: JSON.stringify({ since: t0 } satisfies PendingRecord) })),
       ...sweep.map((b): Op => ({ type: "put", key: gcKeys.pendingOf(b.digest.value), value: JSON.stringify({ since: t0, unlink: b.unlink } satisfies PendingRecord) })),
-    ]);
+      ],
+      o.pace,
+    );
     for (const [r, mark] of marks) state.unsaved.set(r, { mark, dirtyRevision: dirtyRevisions.get(r) });
     // Stored at once when this run changed storage itself, or read a repository no dirty key
     // names (retention, untagged deletions): nothing would make a successor read it again.
     const undirtied = [...marks.keys()].some((r) => !dirtyRevisions.has(r));
     if (mode === "full" || undirtied || manifestsDeleted.length > 0 || tagsDeleted.length > 0 || t0 - state.savedAt >= marksSaveEveryMs || state.unsaved.size > 1000) {
-      await saveMarks(store, state, mode === "full", t0);
+      await saveMarks(store, state, mode === "full", t0, o.pace);
     }
     check();
     ({ deleted, rescued } = await sweepBlobs(o, sweep, touches, cutoff, index, concurrency, (n) => progress("sweep", n, sweep.length)));
@@ -326,7 +332,7 @@ export async function collect(o: CollectOptions): Promise<GcReport> {
     const keepSet = new Set([...keepPending, ...sweep.map((b) => b.digest.value), ...[...pendingNow].filter((d) => unsavedKept.has(d))]);
     const deletedSet = new Set(deleted.map((b) => b.digest.value));
     for (const d of deletedSet) keepSet.delete(d);
-    await writeAll(store, [...pendingNow, ...sweep.map((b) => b.digest.value)].filter((d) => !keepSet.has(d)).map((d) => ({ type: "delete", key: gcKeys.pendingOf(d) })));
+    await writeAll(store, [...pendingNow, ...sweep.map((b) => b.digest.value)].filter((d) => !keepSet.has(d)).map((d) => ({ type: "delete", key: gcKeys.pendingOf(d) })), o.pace);
     touches = await readTouches(store);
     const stale = [...touches.kvs.values()].filter((kv) => {
       const d = kv.key.slice(gcKeys.touches.length);
@@ -598,14 +604,14 @@ async function loadMarks(store: Store, state: CollectorState): Promise<void> {
 }
 
 /** Store the unsaved marks, then clear the dirty keys they answer (only those not written since). */
-async function saveMarks(store: Store, state: CollectorState, complete: boolean, now: number): Promise<void> {
+async function saveMarks(store: Store, state: CollectorState, complete: boolean, now: number, pace?: () => Promise<void>): Promise<void> {
   const ops: Op[] = [];
   for (const [r, { mark }] of state.unsaved) {
     const gone = Object.keys(mark.manifests).length === 0 && mark.layers.length === 0;
     ops.push(gone ? { type: "delete", key: gcKeys.markOf(r) } : { type: "put", key: gcKeys.markOf(r), value: JSON.stringify(mark) });
   }
   if (complete) ops.push({ type: "put", key: gcKeys.marksComplete, value: JSON.stringify({ at: now }) });
-  await writeAll(store, ops);
+  await writeAll(store, ops, pace);
   state.loaded = true;
   const answered = [...state.unsaved].filter(([, u]) => u.dirtyRevision !== undefined);
   state.unsaved.clear();
@@ -629,8 +635,13 @@ async function deleteUnchanged(store: Store, kvs: KeyValue[]): Promise<void> {
 }
 
 /** Writes in transactions of at most 100 operations (etcd allows 128 by default). */
-async function writeAll(store: Store, ops: Op[]): Promise<void> {
-  for (let i = 0; i < ops.length; i += 100) await store.txn([], ops.slice(i, i + 100));
+async function writeAll(store: Store, ops: Op[], pace?: () => Promise<void>): Promise<void> {
+  // Smaller transactions when paced: an embedded store commits on the event loop.
+  const size = pace === undefined ? 100 : 20;
+  for (let i = 0; i < ops.length; i += size) {
+    await pace?.();
+    await store.txn([], ops.slice(i, i + size));
+  }
 }
 
 function cloneIndex(index: ReferenceIndex): ReferenceIndex {

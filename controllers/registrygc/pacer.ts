@@ -1,7 +1,8 @@
 // Garbage collection yields to the registry's requests (docs/registry-gc.md, "Pacing"): it runs in
 // the serving process, on the same event loop and I/O threads, so a run at full speed takes from
 // pushes and pulls what it uses. While requests are arriving, the collector works in slices of
-// `workMs` and rests `restMs` after each; on an idle registry it runs at full speed.
+// `workMs`, rests `restMs` after each, and makes at most `busyConcurrency` storage calls at once;
+// on an idle registry it runs at full speed.
 import type { FileInfo, FileWriter, StorageDriver } from "../../adapters/blobstore/driver.ts";
 import type { Readable } from "node:stream";
 
@@ -21,8 +22,10 @@ export interface PacerOptions {
   activity: RequestActivity;
   /** Work between rests while busy (default 10 ms). */
   workMs?: number;
-  /** Rest after each slice while busy (default 30 ms: at most a quarter of the time). */
+  /** Rest after each slice while busy (default 50 ms: at most a sixth of the time). */
   restMs?: number;
+  /** Storage calls at once while busy (default 2). */
+  busyConcurrency?: number;
 }
 
 export class Pacer {
@@ -30,11 +33,28 @@ export class Pacer {
   private seenAtSlice: number;
   private readonly workMs: number;
   private readonly restMs: number;
+  /** Requests arrived during the last slice: calls are also limited to `busyConcurrency` at once. */
+  private busy = false;
+  private inFlight = 0;
+  private readonly waiting: (() => void)[] = [];
 
   constructor(private readonly o: PacerOptions) {
     this.workMs = o.workMs ?? 10;
-    this.restMs = o.restMs ?? 30;
+    this.restMs = o.restMs ?? 50;
     this.seenAtSlice = o.activity.total;
+  }
+
+  /** Run `call` paced: one of at most `busyConcurrency` at once while requests arrive. */
+  async run<T>(call: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    await this.pace(signal);
+    while (this.busy && this.inFlight >= (this.o.busyConcurrency ?? 2)) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    this.inFlight++;
+    try {
+      return await call();
+    } finally {
+      this.inFlight--;
+      this.waiting.shift()?.();
+    }
   }
 
   /** Before each unit of work: rests when the slice is used up and requests arrived during it. */
@@ -42,6 +62,8 @@ export class Pacer {
     const now = performance.now();
     if (now - this.sliceStart < this.workMs) return;
     const busy = this.o.activity.total !== this.seenAtSlice;
+    this.busy = busy;
+    if (!busy) for (let w = this.waiting.shift(); w !== undefined; w = this.waiting.shift()) w();
     if (busy) {
       await new Promise<void>((resolve) => {
         const done = () => {
@@ -60,19 +82,19 @@ export class Pacer {
 
 /** `driver` with every call paced: what the collector uses inside a serving registry. */
 export function pacedDriver(driver: StorageDriver, pacer: Pacer, signal?: AbortSignal): StorageDriver {
-  const p = () => pacer.pace(signal);
+  const run = <T>(call: () => Promise<T>) => pacer.run(call, signal);
   return {
     name: driver.name,
     singleProcess: driver.singleProcess,
-    getContent: async (path: string): Promise<Buffer> => (await p(), driver.getContent(path)),
-    putContent: async (path: string, content: Uint8Array): Promise<void> => (await p(), driver.putContent(path, content)),
-    reader: async (path: string, offset?: number, length?: number): Promise<Readable> => (await p(), driver.reader(path, offset, length)),
-    writer: async (path: string, append: boolean): Promise<FileWriter> => (await p(), driver.writer(path, append)),
-    stat: async (path: string): Promise<FileInfo> => (await p(), driver.stat(path)),
-    list: async (path: string): Promise<string[]> => (await p(), driver.list(path)),
-    move: async (source: string, dest: string): Promise<void> => (await p(), driver.move(source, dest)),
-    delete: async (path: string): Promise<void> => (await p(), driver.delete(path)),
-    deleteMany: async (paths: readonly string[]): Promise<void> => (await p(), driver.deleteMany(paths)),
+    getContent: (path: string): Promise<Buffer> => run(() => driver.getContent(path)),
+    putContent: (path: string, content: Uint8Array): Promise<void> => run(() => driver.putContent(path, content)),
+    reader: (path: string, offset?: number, length?: number): Promise<Readable> => run(() => driver.reader(path, offset, length)),
+    writer: (path: string, append: boolean): Promise<FileWriter> => run(() => driver.writer(path, append)),
+    stat: (path: string): Promise<FileInfo> => run(() => driver.stat(path)),
+    list: (path: string): Promise<string[]> => run(() => driver.list(path)),
+    move: (source: string, dest: string): Promise<void> => run(() => driver.move(source, dest)),
+    delete: (path: string): Promise<void> => run(() => driver.delete(path)),
+    deleteMany: (paths: readonly string[]): Promise<void> => run(() => driver.deleteMany(paths)),
     close: () => driver.close(),
   };
 }

@@ -89,8 +89,10 @@ export class RunReconciler {
         if (inUse.unreadable.length > 0) ctx.log.warn({ unreadable: inUse.unreadable.map((u) => u.key) }, "workload records that cannot be read: every image counts as in use");
         retention = { policy: policy.policy, inUse };
       }
+      const pacer = this.o.activity ? new Pacer({ activity: this.o.activity }) : undefined;
       report = await collect({
-        driver: this.o.activity ? pacedDriver(this.o.driver, new Pacer({ activity: this.o.activity }), ctx.signal) : this.o.driver,
+        driver: pacer ? pacedDriver(this.o.driver, pacer, ctx.signal) : this.o.driver,
+        ...(pacer && { pace: () => pacer.pace(ctx.signal) }),
         store,
         mode: options.mode,
         dryRun: options.dryRun,
