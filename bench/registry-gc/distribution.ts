@@ -16,27 +16,15 @@ import { open, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { freePort } from "../../cli/free-port.ts";
+import { configText } from "../registry/servers.ts";
 
 export const distributionBin = "/usr/bin/docker-registry";
 const timeBin = "/usr/bin/time";
 
 /** distribution's config.yaml: filesystem storage at `root`, deletes on, warn logs, no access log. */
+/** distribution's config for `root` (the registry bench's, access log off). */
 export function distributionConfig(root: string, addr: string): string {
-  return [
-    "version: 0.1",
-    "log:",
-    "  level: warn",
-    "  accesslog:",
-    "    disabled: true",
-    "storage:",
-    "  filesystem:",
-    `    rootdirectory: ${root}`,
-    "  delete:",
-    "    enabled: true",
-    "http:",
-    `  addr: ${addr}`,
-    "",
-  ].join("\n");
+  return configText(root, addr, "distribution");
 }
 
 /** The environment distribution runs in: Debian's 2.8.2 panics over AWS_CA_BUNDLE (the tests drop it too). */

@@ -32,7 +32,8 @@ export interface StartOptions {
 
 let started = 0;
 
-function configText(root: string, addr: string, kind: RegistryKind): string {
+/** The config file of a bench registry: filesystem storage at `root`, delete enabled, log level warn. */
+export function configText(root: string, addr: string, kind: RegistryKind): string {
   return [
     "version: 0.1",
     "log:",

@@ -98,6 +98,17 @@ export class Client {
   }
 
   /** Push config + layers + manifest (tagged `tag`); the image's digests. */
+  /** The image by `ref` (tag or digest): its manifest, and every blob with the bytes pushed. */
+  async pullsCompletely(repo: string, ref: string, image: TestImage): Promise<boolean> {
+    const m = await this.req("GET", `/v2/${repo}/manifests/${ref}`, { headers: { accept: image.mediaType } });
+    if (m.status !== 200) return false;
+    for (const b of image.blobs) {
+      const r = await this.req("GET", `/v2/${repo}/blobs/${digestOf(b)}`);
+      if (r.status !== 200 || !r.body.equals(b)) return false;
+    }
+    return true;
+  }
+
   async pushImage(repo: string, tag: string, image: TestImage): Promise<string> {
     for (const blob of image.blobs) await this.pushBlob(repo, blob);
     const res = await this.pushManifest(repo, tag, image.manifest, image.mediaType);

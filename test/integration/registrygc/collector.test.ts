@@ -54,16 +54,6 @@ async function stored(digest: string): Promise<boolean> {
   }
 }
 
-async function pullsCompletely(repo: string, tag: string, image: TestImage): Promise<boolean> {
-  const m = await client.req("GET", `/v2/${repo}/manifests/${tag}`, { headers: { accept: image.mediaType } });
-  if (m.status !== 200) return false;
-  for (const b of image.blobs) {
-    const r = await client.req("GET", `/v2/${repo}/blobs/${digestOf(b)}`);
-    if (r.status !== 200 || !r.body.equals(b)) return false;
-  }
-  return true;
-}
-
 import { createHash } from "node:crypto";
 const digestOf = (b: Uint8Array | string) => `sha256:${createHash("sha256").update(b).digest("hex")}`;
 
@@ -96,7 +86,7 @@ describe("garbage collection", () => {
     expect(report.bytesDeleted).toBe(dry.bytesDeleted);
     for (const d of expected) expect(await stored(d)).toBe(false);
     expect(await stored(digestOf(shared))).toBe(true);
-    expect(await pullsCompletely("app/keep", "v1", keep)).toBe(true);
+    expect(await client.pullsCompletely("app/keep", "v1", keep)).toBe(true);
     // the deleted image's repository no longer links the blobs
     expect((await client.req("HEAD", `/v2/app/gone/blobs/${digestOf(goneImage.blobs[1]!)}`)).status).toBe(404);
   });
@@ -116,7 +106,7 @@ describe("garbage collection", () => {
     expect(second.deleted.map((d) => d.digest)).toEqual([orphan]);
     // its link in the repository it was uploaded to went with it
     await expect(driver.stat(paths.layerLink("app/x", digestOrUndefined(orphan)!))).rejects.toThrow(/not found/);
-    expect(await pullsCompletely("app/x", "v1", img)).toBe(true);
+    expect(await client.pullsCompletely("app/x", "v1", img)).toBe(true);
   });
 
   it("an incremental run reads only the repositories that changed", async () => {
@@ -140,7 +130,7 @@ describe("garbage collection", () => {
     const fresh = await gc({ state: new CollectorState(), mode: "incremental" });
     expect(fresh.repositoriesMarked).toBe(0);
     expect(fresh.repositories).toBe(6); // app/r2 is still a repository (distribution's catalog lists it too)
-    for (const i of [0, 1, 3, 4, 5]) expect(await pullsCompletely(`app/r${i}`, "v1", images[i]!)).toBe(true);
+    for (const i of [0, 1, 3, 4, 5]) expect(await client.pullsCompletely(`app/r${i}`, "v1", images[i]!)).toBe(true);
   });
 
   it("--delete-untagged removes untagged manifests but keeps the children of a tagged index", async () => {
@@ -156,8 +146,8 @@ describe("garbage collection", () => {
     const report = await gc({ deleteUntagged: true, untaggedGraceMs: 0 });
     expect(report.manifestsDeleted).toEqual([{ repository: "app/multi", digest: lone.digest }]);
     expect(report.deleted.map((d) => d.digest).sort()).toEqual([lone.digest, ...lone.blobs.map((x) => digestOf(x))].sort());
-    expect(await pullsCompletely("app/multi", a.digest, a)).toBe(true);
-    expect(await pullsCompletely("app/multi", b.digest, b)).toBe(true);
+    expect(await client.pullsCompletely("app/multi", a.digest, a)).toBe(true);
+    expect(await client.pullsCompletely("app/multi", b.digest, b)).toBe(true);
     expect((await client.req("GET", `/v2/app/multi/manifests/${lone.digest}`, { headers: { accept: lone.mediaType } })).status).toBe(404);
   });
 
@@ -216,7 +206,7 @@ describe("garbage collection", () => {
       clock += 3_600_000;
       await collect({ driver, store, state: new CollectorState(), mode: "incremental", dryRun: false, deleteUntagged: false, graceMs: 0, now: () => clock });
     }
-    expect(await pullsCompletely("app/a", "v1", img)).toBe(true);
+    expect(await client.pullsCompletely("app/a", "v1", img)).toBe(true);
   });
 
   it("-m keeps an untagged manifest a workload uses by digest, and restarts the untagged grace when a tag came and went", async () => {
@@ -231,7 +221,7 @@ describe("garbage collection", () => {
     await run();
     clock += 2 * 86_400_000;
     expect((await run()).manifestsDeleted).toEqual([]);
-    expect(await pullsCompletely("shop/web", pinned.digest, pinned)).toBe(true);
+    expect(await client.pullsCompletely("shop/web", pinned.digest, pinned)).toBe(true);
 
     // Untagged for days, then tagged and untagged again between two runs: the grace starts again.
     const a = makeImage({ layers: 1 });

@@ -11,7 +11,7 @@ import { startCapstan, type CapstanProcess } from "../../helpers/capstan-process
 import { startEtcd, type EtcdProcess } from "../../helpers/etcd-process.ts";
 import { pollUntil } from "../../helpers/poll.ts";
 import { s3Service, uniqueName } from "../../helpers/services.ts";
-import { Client, digestOf, makeImage, type TestImage } from "../registry/harness.ts";
+import { Client, makeImage, type TestImage } from "../registry/harness.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "capstan-gc-fail-"));
 const started: CapstanProcess[] = [];
@@ -48,16 +48,6 @@ async function finished(url: string, id: string, timeoutMs = 60_000): Promise<Ru
     timeoutMs,
     100,
   );
-}
-
-async function pullsCompletely(c: Client, repo: string, tag: string, image: TestImage): Promise<boolean> {
-  const m = await c.req("GET", `/v2/${repo}/manifests/${tag}`, { headers: { accept: image.mediaType } });
-  if (m.status !== 200) return false;
-  for (const b of image.blobs) {
-    const r = await c.req("GET", `/v2/${repo}/blobs/${digestOf(b)}`);
-    if (r.status !== 200 || !r.body.equals(b)) return false;
-  }
-  return true;
 }
 
 describe("garbage collection under failures", () => {
@@ -99,7 +89,7 @@ describe("garbage collection under failures", () => {
       30_000,
       500,
     );
-    expect(await pullsCompletely(new Client(b.url), "lead/app", "v1", img)).toBe(true);
+    expect(await new Client(b.url).pullsCompletely("lead/app", "v1", img)).toBe(true);
   }, 120_000);
 
   it("a registry killed in the middle of a run: the restarted one finishes it, nothing referenced is missing", async () => {
@@ -152,7 +142,7 @@ describe("garbage collection under failures", () => {
     const run = await finished(reg.url, id, 120_000);
     expect(run.state, run.error).toBe("done");
     expect(run.report!.blobsDeleted).toBeGreaterThan(0);
-    for (const [i, img] of images.entries()) expect(await pullsCompletely(c, `crash/app${i}`, "v1", img), `crash/app${i}`).toBe(true);
+    for (const [i, img] of images.entries()) expect(await c.pullsCompletely(`crash/app${i}`, "v1", img), `crash/app${i}`).toBe(true);
     // Nothing left behind: no orphan data, an empty quarantine.
     const after = await finished(reg.url, await requestRun(reg.url, { mode: "full", graceSeconds: 0, dryRun: true }));
     expect(after.report!.blobsDeleted).toBe(0);
