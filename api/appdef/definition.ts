@@ -11,7 +11,8 @@
 // App names are the console's (it registers them): a lower-case DNS label, so also a valid first
 // segment of a proc name (`<app>.web.web`), a PodGroup namespace and a store key segment.
 import { appNamePattern } from "../console/records.ts";
-import { isAlias, isMap, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node, type Pair } from "yaml";
+import { isMap, isScalar, isSeq, type Pair } from "yaml";
+import { readYaml } from "../yaml/reader.ts";
 
 export interface CopyEntry {
   src: string;
@@ -57,63 +58,13 @@ const topLevelKeys = new Set(["appname", "build", "release", "test", "web", "not
 
 /** Parse and validate a definition; throws AppDefinitionError listing every problem. */
 export function parseAppDefinition(text: string, file: string): ParsedAppDefinition {
-  const lines = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false });
-  const at = (offset: number | undefined) => `${file}:${lines.linePos(offset ?? 0).line}`;
-  if (doc.errors.length > 0) throw new AppDefinitionError(file, doc.errors.map((e) => `${at(e.pos[0])}: ${e.message}`));
-
-  const problems: string[] = [];
+  const reader = readYaml(text, file);
+  if ("syntax" in reader) throw new AppDefinitionError(file, reader.syntax);
+  const { root, problems, at, fail, resolve, fields, string, strings, section } = reader;
   const warnings: string[] = [];
-  const fail = (node: Node | Pair | null | undefined, key: string, message: string) =>
-    problems.push(`${at(offsetOf(node))}: ${key ? `${key}: ` : ""}${message}`);
-  const resolve = (n: unknown): Node | null => (isAlias(n) ? (n.resolve(doc as Document) ?? null) : ((n as Node | null) ?? null));
-
-  const root = resolve(doc.contents);
   if (!isMap(root)) {
-    throw new AppDefinitionError(file, [`${at(offsetOf(root))}: the file must be a mapping of keys (appname: ..., web: ...)`]);
+    throw new AppDefinitionError(file, [`${at(root)}: the file must be a mapping of keys (appname: ..., web: ...)`]);
   }
-
-  // Walks one mapping: `known` keys go to their handler with the value node; others are reported.
-  const fields = (map: Node, prefix: string, known: Record<string, (value: Node | null, key: string, pair: Pair) => void>, unknown?: (key: string, pair: Pair) => void) => {
-    if (!isMap(map)) return;
-    for (const pair of map.items) {
-      const keyNode = pair.key as Node | null;
-      const name = isScalar(keyNode) ? String(keyNode.value) : "";
-      const path = prefix ? `${prefix}.${name}` : name;
-      const handler = Object.hasOwn(known, name) ? known[name] : undefined;
-      if (handler) handler(resolve(pair.value), path, pair);
-      else if (unknown) unknown(path, pair);
-      else fail(keyNode, path, `unknown key (known: ${Object.keys(known).join(", ")})`);
-    }
-  };
-  const string = (node: Node | null, key: string, pair: Pair, { empty = false } = {}): string | undefined => {
-    if (!isScalar(node) || typeof node.value !== "string") {
-      fail(node ?? pair, key, "must be a string");
-      return undefined;
-    }
-    if (!empty && node.value.trim() === "") {
-      fail(node, key, "must not be empty");
-      return undefined;
-    }
-    return node.value;
-  };
-  const strings = (node: Node | null, key: string, pair: Pair): string[] => {
-    if (!isSeq(node)) {
-      fail(node ?? pair, key, "must be a list of strings");
-      return [];
-    }
-    const out: string[] = [];
-    node.items.forEach((item, i) => {
-      const v = string(resolve(item), `${key}[${i}]`, pair);
-      if (v !== undefined) out.push(v);
-    });
-    return out;
-  };
-  const section = (node: Node | null, key: string, pair: Pair): boolean => {
-    if (isMap(node)) return true;
-    fail(node ?? pair, key, "must be a mapping");
-    return false;
-  };
 
   const def: Partial<AppDefinition> & { notify: Record<string, string> } = { notify: {} };
   let appnameSeen = false;
@@ -202,7 +153,7 @@ export function parseAppDefinition(text: string, file: string): ParsedAppDefinit
       },
     },
     (key, pair) => {
-      if (!topLevelKeys.has(key)) warnings.push(`${at(offsetOf(pair))}: ${key}: unknown key, ignored (known: ${[...topLevelKeys].join(", ")})`);
+      if (!topLevelKeys.has(key)) warnings.push(`${at(pair)}: ${key}: unknown key, ignored (known: ${[...topLevelKeys].join(", ")})`);
     },
   );
   if (!appnameSeen) fail(root, "appname", "required, but missing");
@@ -220,11 +171,4 @@ export function secretFileProblem(path: string): string | undefined {
   if (path.split("/").includes("..")) return `"${path}" must not contain ".." segments`;
   if (path.endsWith("/")) return `"${path}" must name a file, not a directory`;
   return undefined;
-}
-
-function offsetOf(node: Node | Pair | null | undefined): number {
-  if (!node) return 0;
-  if ("range" in node && node.range) return node.range[0];
-  const key = (node as Pair).key as Node | null;
-  return key?.range?.[0] ?? 0;
 }
