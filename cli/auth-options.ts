@@ -5,9 +5,11 @@
 //                               only when the process listens on a loopback address.
 //   -allowed-host-paths LIST    host directories a non-admin may bind-mount (comma-separated,
 //                               absolute); nothing by default.
-import { isIP } from "node:net";
 import { normaliseHostPath } from "../api/auth/index.ts";
+import { isLoopbackHost } from "../runtime/loopback.ts";
 import { UsageError, type OptionDef, type OptionValues } from "./options.ts";
+
+export { isLoopbackHost };
 
 export const authOptionDefs: OptionDef[] = [
   { name: "auth", type: "string", help: "token: every API call needs an access token; none: no checks (loopback listeners only)", default: "token" },
@@ -32,15 +34,6 @@ export function authFromOptions(options: OptionValues): AuthSettings {
     allowedHostPaths.push(normal);
   }
   return { mode, allowedHostPaths };
-}
-
-/** True for 127.0.0.0/8, ::1 and localhost: addresses no other machine can reach. */
-export function isLoopbackHost(host: string): boolean {
-  const h = host.replace(/^\[|\]$/g, "").toLowerCase();
-  if (h === "localhost") return true;
-  if (isIP(h) === 4) return h.startsWith("127.");
-  if (isIP(h) === 6) return h === "::1" || h === "0:0:0:0:0:0:0:1";
-  return false;
 }
 
 /** Refuses -auth none on a listener other machines can reach, saying why. */

@@ -8,7 +8,7 @@
 // `https://host[:port]` asks for TLS explicitly and `http://host[:port]` for plain TCP on that one
 // node. Plain TCP (no encryption, no authentication: anyone who reaches the port owns the engine)
 // is accepted only to a loopback address (127.0.0.0/8, ::1, localhost).
-import { isIPv4 } from "node:net";
+import { isLoopbackHost } from "../../runtime/loopback.ts";
 
 export class ClusterSpecError extends Error {
   override readonly name = "ClusterSpecError";
@@ -114,13 +114,6 @@ export function checkTransport(t: Transport, tlsAvailable: boolean, where: strin
         `(127.0.0.0/8, ::1, localhost); ${tlsOptionsHint}`,
     );
   }
-}
-
-/** 127.0.0.0/8, ::1 or localhost (hosts as URL parsing leaves them: lower case, IPv4 canonical). */
-export function isLoopbackHost(host: string): boolean {
-  const h = host.toLowerCase().replace(/^\[(.*)\]$/, "$1");
-  if (h === "localhost" || h === "::1") return true;
-  return isIPv4(h) && h.startsWith("127.");
 }
 
 function formatTransport(t: Transport): string {

@@ -18,6 +18,7 @@
 import { decodeJwt } from "jose";
 import { fetch, type Dispatcher } from "undici";
 import type { Store } from "../../adapters/store/store.ts";
+import { isLoopbackHost } from "../../runtime/loopback.ts";
 import { registryAuthConfigKey, type RegistryAuthConfig } from "./registry-token.ts";
 
 /** One entry of a registry token's `access` claim. */
@@ -70,16 +71,9 @@ export function pullScope(repository: string): string {
   return `repository:${repository}:pull`;
 }
 
-/** 127.0.0.0/8, ::1 or localhost, as URL parsing leaves a host (IPv6 in brackets). */
-function isLoopbackHostname(hostname: string): boolean {
-  const h = hostname.toLowerCase().replace(/^\[(.*)\]$/, "$1");
-  if (h === "localhost" || h === "::1") return true;
-  return /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
-}
-
 /** Whether an access token may be sent to `url`: HTTPS, or plain HTTP to a loopback address. */
 export function credentialsMayGoTo(url: URL): boolean {
-  return url.protocol === "https:" || (url.protocol === "http:" && isLoopbackHostname(url.hostname));
+  return url.protocol === "https:" || (url.protocol === "http:" && isLoopbackHost(url.hostname));
 }
 
 /** The claims of a JWT, without verifying it; throws when it is not one or has no `access` array. */
