@@ -12,6 +12,7 @@ const commands: Record<string, Command> = {
   orchestrator: { summary: "the orchestrator: PodGroup API and controllers", load: () => import("./commands/orchestrator.ts") },
   secrets: { summary: "the secrets service and Secret-sync; secrets init|unseal|seal|status manage its seal", load: () => import("./commands/secrets.ts") },
   console: { summary: "the console: apps, maintainers, access tokens, role checks", load: () => import("./commands/console.ts") },
+  authproxy: { summary: "the SSO auth proxy (conf/config.yaml); authproxy generate writes its nginx fragment", load: () => import("./commands/authproxy.ts") },
   registry: { summary: "the image registry (distribution's config.yaml); registry check-config FILE validates one", load: () => import("./commands/registry.ts") },
   apply: { summary: "create or update PodGroups from a YAML or JSON file (-f)", load: () => import("./commands/apply.ts") },
   get: { summary: "show a PodGroup (get podgroup NAME), all of them (get podgroups), a dependency (get depends NAME)", load: () => import("./commands/get.ts") },
