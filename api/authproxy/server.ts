@@ -154,8 +154,11 @@ export function createAuthProxy(deps: AuthProxyDeps): AuthProxyHandler {
   const ownEndpoint = async (req: IncomingMessage, path: string, query: string): Promise<Answer> => {
     if (path === callbackPath) return callback(req, new URLSearchParams(query));
     if (path === logoutPath) {
+      // A page rather than a redirect to "/" by default: "/" is often protected, and the
+      // provider's own session would log the user straight back in.
       const rd = new URLSearchParams(query).get("rd");
-      return { status: 302, headers: { location: rd ? safeReturnPath(encodeURIComponent(rd)) : "/", "set-cookie": clearCookie(sessionCookie, req), "cache-control": "no-store" }, body: "" };
+      if (rd === null) return page(200, "Logged out", "You are logged out of this application.", "/", [clearCookie(sessionCookie, req)]);
+      return redirect(safeReturnPath(encodeURIComponent(rd)), [clearCookie(sessionCookie, req)]);
     }
     if (path === `${ssoPrefix}healthz`) return text(200, "ok\n");
     if (path === `${ssoPrefix}readyz`) return deps.oidc() ? text(200, "ok\n") : text(503, "503 Service Unavailable: the provider's discovery document has not been read yet\n");
@@ -305,7 +308,7 @@ function redirect(location: string, cookies: string[]): Answer {
 
 /** A small HTML page for the login's dead ends; never a redirect, so a failure cannot loop. */
 function page(status: number, title: string, message: string, again: string | undefined, cookies: string[] = []): Answer {
-  const link = again === undefined ? "" : `<p><a href="${escapeHtml(again)}">Start again</a></p>`;
+  const link = again === undefined ? "" : `<p><a href="${escapeHtml(again)}">${status === 200 ? "Log in again" : "Start again"}</a></p>`;
   const body = `<!doctype html><meta charset="utf-8"><title>${escapeHtml(title)}</title><h1>${escapeHtml(title)}</h1><p>${escapeHtml(message)}</p>${link}\n`;
   return {
     status,

@@ -154,6 +154,11 @@ describe("auth proxy: the code flow", () => {
     expect(cleared.attrs.get("max-age")).toBe("0");
     const evil = await fetch(`${h.url}/_sso/logout?rd=//evil.example`, { redirect: "manual" });
     expect(evil.headers.get("location")).toBe("/");
+    // Without rd: a page, not a redirect to a protected "/" that would log straight back in.
+    const plain = await fetch(`${h.url}/_sso/logout`, { redirect: "manual" });
+    expect(plain.status).toBe(200);
+    expect(await plain.text()).toContain("logged out");
+    expect(plain.headers.getSetCookie().map(parseSetCookie).find((c) => c.name === "sso")!.attrs.get("max-age")).toBe("0");
   });
 
   it("serves probes under /_sso/ and never forwards /_sso/ paths", async () => {
