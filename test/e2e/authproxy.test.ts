@@ -3,12 +3,14 @@
 // from the first redirect through the provider's login form to the upstream's page
 // (docs/authproxy.md).
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium, type Browser } from "playwright-core";
+import { Agent, fetch as undiciFetch } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../cli/free-port.ts";
+import { makePki } from "../helpers/certs.ts";
 import { capstanBin, startCapstan, type CapstanProcess } from "../helpers/capstan-process.ts";
 import { headerValues, startEchoUpstream, type EchoUpstream } from "../helpers/echo-upstream.ts";
 import { browse, CookieJar, startTestProvider, type TestProvider } from "../helpers/oidc-provider.ts";
@@ -112,6 +114,27 @@ describe("capstan authproxy (process)", () => {
       expect(idp.hits.get("/token")).toBe(tokens + 1);
     } finally {
       await browser?.close();
+    }
+  });
+
+  it("serves HTTPS with Secure; SameSite=Lax cookies", async () => {
+    const pki = await makePki();
+    let tlsProxy: CapstanProcess | undefined;
+    try {
+      const cert = await pki.issue("proxy", { ip: ["127.0.0.1"] });
+      tlsProxy = await startCapstan("authproxy", ["-conf", confDir, "-tls-cert", cert.cert, "-tls-key", cert.key]);
+      const url = tlsProxy.url.replace("http:", "https:");
+      const dispatcher = new Agent({ connect: { ca: readFileSync(pki.ca, "utf8") } });
+      await pollUntil("readyz over HTTPS", async () => (await undiciFetch(`${url}/_sso/readyz`, { dispatcher })).status === 200, 10_000);
+      const res = await undiciFetch(`${url}/private`, { dispatcher, redirect: "manual" });
+      expect(res.status).toBe(302);
+      expect(new URL(res.headers.get("location")!).searchParams.get("redirect_uri")).toBe(`${url}/_sso/`);
+      const csrf = res.headers.getSetCookie().find((c) => c.startsWith("sso_csrf="))!;
+      expect(csrf).toMatch(/; Path=\/; HttpOnly; Secure; SameSite=Lax$/);
+      await dispatcher.close();
+    } finally {
+      await tlsProxy?.stop();
+      await pki.remove();
     }
   });
 
