@@ -130,6 +130,9 @@ export class OidcClient {
     } catch (e) {
       return { ok: false, reason: joseReason(e) };
     }
+    // jose checks iat only against a maxTokenAge, so a token issued in the future (a provider
+    // clock far ahead, or one minted for later) would pass; refused with exp's leeway.
+    if (payload.iat! > nowSec + this.clockTolerance) return { ok: false, reason: "claim iat is in the future" };
     const problem = claimProblem(payload, this.opts.clientId);
     if (problem) return { ok: false, reason: problem };
     const identity: Identity = {

@@ -98,7 +98,9 @@ export function createAuthProxy(deps: AuthProxyDeps): AuthProxyHandler {
     const oidc = deps.oidc();
     if (oidc === undefined) return unavailable();
     if (wantsJson(req)) {
-      return { status: 401, headers: { "content-type": "application/json", "cache-control": "no-store" }, body: JSON.stringify({ error: "login required", login: returnTo }) + "\n" };
+      const headers: Record<string, string | string[]> = { "content-type": "application/json", "cache-control": "no-store" };
+      if (hadCookie) headers["set-cookie"] = [clearCookie(sessionCookie, req)];
+      return { status: 401, headers, body: JSON.stringify({ error: "login required", login: returnTo }) + "\n" };
     }
     const reused = cookieValues(req.headers.cookie, csrfName).find((v) => csrf.check(v).ok);
     const value = reused ?? csrf.issue();
@@ -147,7 +149,11 @@ export function createAuthProxy(deps: AuthProxyDeps): AuthProxyHandler {
     if (session.ok === true) return { forward: forwardRequest(req, pathAndQuery, session.identity, location) };
     if (session.ok === "unavailable") return { answer: unavailable() };
     log.debug({ path: target.path, reason: session.reason }, "login required");
-    if (upgrade) return { answer: wantsJson(req) ? loginAnswer(req, location, pathAndQuery, false) : text(401, "401 Unauthorized: log in first\n") };
+    if (upgrade) {
+      const refused = wantsJson(req) ? loginAnswer(req, location, pathAndQuery, session.hadCookie) : text(401, "401 Unauthorized: log in first\n");
+      if (session.hadCookie && !wantsJson(req)) refused.headers["set-cookie"] = [clearCookie(sessionCookie, req)];
+      return { answer: refused };
+    }
     return { answer: loginAnswer(req, location, pathAndQuery, session.hadCookie) };
   };
 
@@ -190,7 +196,9 @@ export function createAuthProxy(deps: AuthProxyDeps): AuthProxyHandler {
 
   /** The spec's callback: csrf against state, the code exchange, the sso cookie, back to where the user was. */
   const callback = async (req: IncomingMessage, q: URLSearchParams): Promise<Answer> => {
-    if (req.method !== "GET" && req.method !== "HEAD") return text(405, "405 Method Not Allowed\n", { allow: "GET, HEAD" });
+    // Its URL may carry a code and state too: no Referer with them, as on the callback's pages.
+    // GET only: a HEAD (a link checker, a prefetch) would spend the login's csrf value and code.
+    if (req.method !== "GET") return text(405, "405 Method Not Allowed\n", { allow: "GET", "referrer-policy": "no-referrer" });
     const state = q.get("state") ?? "";
     const colon = state.indexOf(":");
     const value = colon < 0 ? state : state.slice(0, colon);
@@ -204,6 +212,9 @@ export function createAuthProxy(deps: AuthProxyDeps): AuthProxyHandler {
       if (check.reason === "used" && (await hasSession(req))) return redirect(returnTo, []);
       return page(403, "Login refused", `This login's state is ${check.reason === "used" ? "already used" : check.reason === "expired" ? "too old" : "not one this proxy issued"}. Start again.`, returnTo);
     }
+    // Before the value is spent: with the provider unknown, the login can be retried as it is.
+    const oidc = deps.oidc();
+    if (oidc === undefined) return unavailable();
     csrf.consume(value);
     const cleared = clearCookie(csrfName, req);
     const error = q.get("error");
@@ -213,8 +224,6 @@ export function createAuthProxy(deps: AuthProxyDeps): AuthProxyHandler {
     }
     const code = q.get("code");
     if (!code) return page(400, "Login failed", "The provider's answer carries no code.", returnTo, [cleared]);
-    const oidc = deps.oidc();
-    if (oidc === undefined) return unavailable();
     const exchanged = await oidc.exchangeCode(code, redirectUri(req), csrf.pkce(value).verifier);
     if (!exchanged.ok) {
       log.warn({ reason: exchanged.reason }, "login failed at the token endpoint");

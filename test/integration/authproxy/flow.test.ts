@@ -165,6 +165,8 @@ describe("auth proxy: the code flow", () => {
     expect((await fetch(`${h.url}/_sso/healthz`)).status).toBe(200);
     expect((await fetch(`${h.url}/_sso/readyz`)).status).toBe(200);
     expect((await fetch(`${h.url}/_sso/anything`)).status).toBe(404);
+    // The callback is GET only: a HEAD (a link checker) must not spend a login's code.
+    expect((await fetch(`${h.url}/_sso/?code=x&state=y:z`, { method: "HEAD" })).status).toBe(405);
     expect(h.upstream.requests.some((r) => r.url.startsWith("/_sso"))).toBe(false);
   });
 
