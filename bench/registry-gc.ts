@@ -51,9 +51,10 @@ import type { StorageDriver } from "../adapters/blobstore/driver.ts";
 import { SqliteStore } from "../adapters/store/sqlite.ts";
 import type { Store } from "../adapters/store/store.ts";
 import type { Logger } from "../runtime/log.ts";
-import { CapstanProcess } from "./lib/capstan-process.ts";
+import { capstanCommand, capstanEnv, CapstanProcess } from "./lib/capstan-process.ts";
 import { report, type Target } from "./lib/report.ts";
-import { codeState, describeCodeState } from "./registry/code-state.ts";
+import { codeState, describeCodeState } from "./lib/code-state.ts";
+import { registryCodePaths } from "./registry/servers.ts";
 import { children as distributionChildren, distributionBin, distributionConfig, garbageCollect, startDistribution, type DistributionServer, type GarbageCollectResult } from "./registry-gc/distribution.ts";
 import { garbageAfterDeleting, generateTree, type GeneratedManifest, type TreeSummary } from "./registry-gc/generate.ts";
 import { pushWindow, RegistryClient, sharedLayers, verifyImages, type PushedImage, type VerifyResult, type WindowResult } from "./registry-gc/push-load.ts";
@@ -72,7 +73,6 @@ const deletesPerRound = 10;
 const incrementalRounds = 3;
 const warmUpMs = 2_000;
 const MB = 1024 * 1024;
-const capstanBin = fileURLToPath(new URL("../cli/bin/capstan.mjs", import.meta.url));
 
 // ---- the collector, loaded when it is there ------------------------------------------------------
 
@@ -164,14 +164,6 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
   });
 }
 
-/** The environment of Capstan children: no CAPSTAN_* setting of this shell leaks into them. */
-function capstanEnv(): NodeJS.ProcessEnv {
-  const e: NodeJS.ProcessEnv = { ...process.env };
-  for (const k of Object.keys(e)) if (k.startsWith("CAPSTAN_")) delete e[k];
-  e.CAPSTAN_LOG_LEVEL = "warn";
-  return e;
-}
-
 function capstanConfig(root: string): string {
   // -web 127.0.0.1:<free port> (CapstanProcess) wins over http.addr.
   return ["version: 0.1", "log:", "  level: warn", "storage:", "  filesystem:", `    rootdirectory: ${root}`, "  delete:", "    enabled: true", "http:", "  addr: 127.0.0.1:5000", ""].join("\n");
@@ -189,37 +181,6 @@ async function startCapstanRegistry(root: string, storePath: string, name: strin
 async function stopCapstan(p: CapstanProcess): Promise<void> {
   capstanProcesses.delete(p);
   await p.stop();
-}
-
-interface CommandResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  seconds: number;
-}
-
-/** A Capstan command in a child process, killed after `timeoutMs`. */
-function capstanCommand(args: string[], timeoutMs: number): Promise<CommandResult> {
-  return new Promise((resolve, reject) => {
-    const t0 = performance.now();
-    const child = spawn(process.execPath, [capstanBin, ...args], { env: capstanEnv(), stdio: ["ignore", "pipe", "pipe"] });
-    gcCommands.add(child);
-    let stdout = "";
-    let stderr = "";
-    child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr!.on("data", (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    child.once("error", (err) => {
-      clearTimeout(timer);
-      gcCommands.delete(child);
-      reject(err);
-    });
-    child.once("close", (code) => {
-      clearTimeout(timer);
-      gcCommands.delete(child);
-      resolve({ code, stdout, stderr, seconds: (performance.now() - t0) / 1000 });
-    });
-  });
 }
 
 /** Where a Capstan GC run in (c) is asked for: its run API, or the command. */
@@ -240,7 +201,7 @@ interface CapstanTarget {
  */
 async function capstanGcRun(t: CapstanTarget, full: boolean): Promise<{ seconds: number; report: GcReportLike }> {
   if (capstanTrigger === "cli") {
-    const r = await capstanCommand(["registry", "gc", "-store", t.storeUrl, "-grace", "0s", "-json", ...(full ? ["-full"] : [])], 300_000);
+    const r = await capstanCommand(["registry", "gc", "-store", t.storeUrl, "-grace", "0s", "-json", ...(full ? ["-full"] : [])], 300_000, gcCommands);
     if (r.code === 2) throw Object.assign(new Error(`capstan registry gc: usage error: ${r.stderr.trim().split("\n").pop()}`), { unavailable: true });
     let record: RunRecordLike | undefined;
     try {
@@ -410,7 +371,7 @@ async function legA(tree: TreeSummary, collector: CollectorModule | string): Pro
   if (typeof collector !== "string") {
     const cfg = join(workDir!, "a-capstan.yaml");
     await writeFile(cfg, capstanConfig(tree.root));
-    const r = await capstanCommand(["registry", "garbage-collect", "--dry-run", "-grace", "0s", "-json", cfg], 300_000);
+    const r = await capstanCommand(["registry", "garbage-collect", "--dry-run", "-grace", "0s", "-json", cfg], 300_000, gcCommands);
     const rec = (() => {
       try {
         return JSON.parse(r.stdout) as { report?: GcReportLike };
@@ -681,7 +642,7 @@ async function legCCapstan(tree: TreeSummary): Promise<LegC> {
 async function main(): Promise<void> {
   if (!existsSync(distributionBin)) throw new Error(`${distributionBin} is missing (apt-get install docker-registry)`);
   const load1Start = loadavg()[0]!;
-  const codeAtStart = await codeState();
+  const codeAtStart = await codeState(registryCodePaths);
   const collector = env.BENCH_REGISTRY_GC_CAPSTAN === "0" ? "Capstan legs off (BENCH_REGISTRY_GC_CAPSTAN=0)" : await loadCollector();
   console.log(`capstan registry code: ${describeCodeState(codeAtStart)}; collector: ${typeof collector === "string" ? collector : "loaded"}`);
   workDir = await mkdtemp(join(tmpdir(), "capstan-bench-registry-gc-"));
@@ -801,7 +762,7 @@ async function main(): Promise<void> {
 
   figures.load_avg_1m_start = load1Start;
   figures.load_avg_1m_end = loadavg()[0]!;
-  const codeAtEnd = await codeState();
+  const codeAtEnd = await codeState(registryCodePaths);
   const targets: Target[] = [
     ...(legs.has("a") ? [{ name: "capstan_full_dry_run_over_distribution", kind: "max" as const, value: 1 }, { name: "dry_run_blob_count_mismatch", kind: "max" as const, value: 0 }] : []),
     ...(legs.has("b") ? [{ name: "capstan_incremental_over_full_dry_run", kind: "max" as const, value: 0.05 }] : []),

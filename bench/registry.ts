@@ -35,9 +35,10 @@ import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { BlobPusher, randomBlobs } from "./registry/blobs.ts";
 import { imageTag, makeImage, makeRandomFile, type BenchImage } from "./registry/image.ts";
-import { codeState, describeCodeState } from "./registry/code-state.ts";
+import { codeState, describeCodeState } from "./lib/code-state.ts";
 import { startSink } from "./registry/sink.ts";
-import { cpuSecondsOf, distributionBin, memoryOf, RssSampler, startRegistry, type RegistryKind, type RegistryUnderTest } from "./registry/servers.ts";
+import { distributionBin, memoryOf, registryCodePaths, RssSampler, startRegistry, type RegistryKind, type RegistryUnderTest } from "./registry/servers.ts";
+import { cpuSecondsOf } from "./lib/proc.ts";
 import { percentile, report, type Target } from "./lib/report.ts";
 
 const rounds = Number(process.env.BENCH_REGISTRY_ROUNDS ?? 3);
@@ -267,7 +268,7 @@ async function floorRound(image: BenchImage, raw: RawBlob, policy: string, round
 async function main(): Promise<void> {
   if (!existsSync(distributionBin)) throw new Error(`${distributionBin} is missing (apt-get install docker-registry)`);
   const load1Start = loadavg()[0]!;
-  const codeAtStart = await codeState();
+  const codeAtStart = await codeState(registryCodePaths);
   console.log(`capstan registry code: ${describeCodeState(codeAtStart)}`);
   // Under the system temporary directory: the image, both registries' roots and the pulled copy
   // all on one filesystem.
@@ -332,7 +333,7 @@ async function main(): Promise<void> {
     figures.floor_raw_get_s = median(floor.map((x) => x.rawGetS));
     figures.floor_raw_push_s = median(floor.map((x) => x.rawPushS));
   }
-  const codeAtEnd = await codeState();
+  const codeAtEnd = await codeState(registryCodePaths);
   const codeNotes =
     codeAtEnd.hash === codeAtStart.hash
       ? [`capstan registry code: ${describeCodeState(codeAtStart)}`]

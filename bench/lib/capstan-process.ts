@@ -7,10 +7,53 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort } from "../../cli/free-port.ts";
+import { cpuSecondsOf } from "./proc.ts";
 
-const capstanBin = fileURLToPath(new URL("../../cli/bin/capstan.mjs", import.meta.url));
-/** Linux reports process CPU in clock ticks; USER_HZ is 100 on every architecture Node runs on. */
-const ticksPerSecond = 100;
+/** cli/bin/capstan.mjs: `node <capstanBin> <command> ...` is `capstan <command> ...`. */
+export const capstanBin = fileURLToPath(new URL("../../cli/bin/capstan.mjs", import.meta.url));
+
+/** The environment of Capstan children: no CAPSTAN_* setting of this shell leaks into them; log level warn. */
+export function capstanEnv(): NodeJS.ProcessEnv {
+  const e: NodeJS.ProcessEnv = { ...process.env };
+  for (const k of Object.keys(e)) if (k.startsWith("CAPSTAN_")) delete e[k];
+  e.CAPSTAN_LOG_LEVEL = "warn";
+  return e;
+}
+
+export interface CommandResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  seconds: number;
+}
+
+/**
+ * A Capstan command in a child process (`capstan ...args`, environment capstanEnv()), killed after
+ * `timeoutMs`; its whole stdout and the end of its stderr. While it runs the child is in `running`
+ * when given, so that a bench's clean-up can kill it.
+ */
+export function capstanCommand(args: string[], timeoutMs: number, running?: Set<ChildProcess>): Promise<CommandResult> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const child = spawn(process.execPath, [capstanBin, ...args], { env: capstanEnv(), stdio: ["ignore", "pipe", "pipe"] });
+    running?.add(child);
+    let stdout = "";
+    let stderr = "";
+    child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr!.on("data", (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
+    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    child.once("error", (err) => {
+      clearTimeout(timer);
+      running?.delete(child);
+      reject(err);
+    });
+    child.once("close", (code) => {
+      clearTimeout(timer);
+      running?.delete(child);
+      resolve({ code, stdout, stderr, seconds: (performance.now() - t0) / 1000 });
+    });
+  });
+}
 
 export interface CapstanProcessOptions {
   /** Options for node itself, e.g. ["--cpu-prof", "--cpu-prof-dir=/tmp/prof"]. */
@@ -76,11 +119,8 @@ export class CapstanProcess {
   }
 
   /** User + system CPU seconds the process has used (/proc/<pid>/stat utime + stime). */
-  async cpuSeconds(): Promise<number> {
-    const stat = await readFile(`/proc/${this.pid}/stat`, "utf8");
-    // Fields after the parenthesised command name (which may itself hold spaces): state is field 3.
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return (Number(fields[11]) + Number(fields[12])) / ticksPerSecond;
+  cpuSeconds(): Promise<number> {
+    return cpuSecondsOf(this.pid);
   }
 
   /** Sum of a Prometheus counter or gauge over the series whose labels include `match`. */

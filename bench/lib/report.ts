@@ -1,6 +1,7 @@
 // Every benchmark ends by calling report(): it prints a table of figures and ratios and writes
 // bench/results/<bench>.json as {"bench", "figures", "ratios", "targets", "at"} (DESIGN.md section 7).
-// A ratio is named for what it divides (e.g. "capstan_over_raw"); a target says which way is good.
+// A ratio is named for what it divides (e.g. "capstan_over_raw"); a target says which way is good,
+// and the file records for each whether it was met.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
@@ -26,10 +27,12 @@ export function report(r: BenchReport): { met: boolean } {
   for (const [k, v] of Object.entries(r.ratios)) rows.push(["ratio", k, fmt(v)]);
   let met = true;
   const verdicts: string[] = [];
+  const targets: (Target & { met: boolean })[] = [];
   for (const t of r.targets ?? []) {
     const v = r.ratios[t.name] ?? r.figures[t.name];
     const ok = v !== undefined && (t.kind === "max" ? v <= t.value : v >= t.value);
     met &&= ok;
+    targets.push({ ...t, met: ok });
     verdicts.push(`${ok ? "MET " : "MISS"} ${t.name} ${t.kind === "max" ? "<=" : ">="} ${t.value} (got ${v === undefined ? "nothing" : fmt(v)})`);
   }
   const w = Math.max(...rows.map((x) => x[1].length), 10);
@@ -39,7 +42,7 @@ export function report(r: BenchReport): { met: boolean } {
   for (const n of r.notes ?? []) console.log(`note    ${n}`);
   const dir = fileURLToPath(new URL("../results/", import.meta.url));
   mkdirSync(dir, { recursive: true });
-  writeFileSync(`${dir}${r.bench}.json`, JSON.stringify({ ...r, met, at: new Date().toISOString() }, null, 2) + "\n");
+  writeFileSync(`${dir}${r.bench}.json`, JSON.stringify({ ...r, ...(r.targets ? { targets } : {}), met, at: new Date().toISOString() }, null, 2) + "\n");
   return { met };
 }
 

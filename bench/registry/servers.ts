@@ -13,6 +13,9 @@ export type RegistryKind = "capstan" | "distribution";
 
 export const distributionBin = "/usr/bin/docker-registry";
 
+/** What `capstan registry` runs that the registry benches are about (their runs record its state: bench/lib/code-state.ts). */
+export const registryCodePaths = ["api/registry", "adapters/blobstore", "cli/commands/registry.ts", "cli/serve.ts"];
+
 export interface RegistryUnderTest {
   kind: RegistryKind;
   /** http://127.0.0.1:<port> */
@@ -133,13 +136,6 @@ export async function memoryOf(pid: number): Promise<{ rss: number; hwm: number 
   const status = await readFile(`/proc/${pid}/status`, "utf8");
   const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN) * 1024;
   return { rss: kb("VmRSS"), hwm: kb("VmHWM") };
-}
-
-/** User + system CPU seconds of a process (/proc/<pid>/stat; USER_HZ is 100). */
-export async function cpuSecondsOf(pid: number): Promise<number> {
-  const stat = await readFile(`/proc/${pid}/stat`, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 /**

@@ -1,8 +1,8 @@
-// Which Capstan registry code a run measured. The tree is shared and edited while benches run, and
-// every round starts a fresh `capstan registry`, which loads the files as they are at that moment:
-// the run records the commit, the registry files with uncommitted changes, and a hash of their
-// contents at the start and at the end (different: the rounds did not all run the same code).
-// Read-only: `git --no-optional-locks` never writes the index.
+// Which Capstan code a run measured. The tree is shared and edited while benches run, and a bench
+// that starts Capstan processes (a fresh `capstan registry` per round, say) runs the files as they
+// are at that moment: the run records the commit, which of the paths it is about have uncommitted
+// changes, and a hash of their contents at the start and at the end (different: the run did not
+// measure one version of the code). Read-only: `git --no-optional-locks` never writes the index.
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { readdir, readFile } from "node:fs/promises";
@@ -12,12 +12,10 @@ import { promisify } from "node:util";
 
 const run = promisify(execFile);
 const repo = fileURLToPath(new URL("../../", import.meta.url));
-/** What `capstan registry` runs that the bench is about. */
-const paths = ["api/registry", "adapters/blobstore", "cli/commands/registry.ts", "cli/serve.ts"];
 
 export interface CodeState {
   head: string;
-  /** Paths under `paths` with uncommitted changes (git status --porcelain). */
+  /** Files under the paths asked about with uncommitted changes (git status --porcelain). */
   dirty: string[];
   /** sha256 of the paths' file names and contents, 12 hex digits. */
   hash: string;
@@ -31,7 +29,8 @@ async function filesUnder(path: string): Promise<string[]> {
   return nested.flat();
 }
 
-export async function codeState(): Promise<CodeState> {
+/** `paths`: files and directories relative to the repository, e.g. ["api/registry", "cli/serve.ts"]. */
+export async function codeState(paths: readonly string[]): Promise<CodeState> {
   const git = async (args: string[]) => (await run("git", ["--no-optional-locks", ...args], { cwd: repo })).stdout.trimEnd();
   const head = await git(["rev-parse", "--short=12", "HEAD"]).catch(() => "unknown");
   const status = await git(["status", "--porcelain", "--", ...paths]).catch(() => "");
@@ -45,5 +44,5 @@ export async function codeState(): Promise<CodeState> {
 }
 
 export function describeCodeState(s: CodeState): string {
-  return `HEAD ${s.head}, ${s.dirty.length === 0 ? "no uncommitted registry changes" : `uncommitted: ${s.dirty.join(" ")}`}, content hash ${s.hash}`;
+  return `HEAD ${s.head}, ${s.dirty.length === 0 ? "no uncommitted changes" : `uncommitted: ${s.dirty.join(" ")}`}, content hash ${s.hash}`;
 }
