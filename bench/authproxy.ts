@@ -19,9 +19,9 @@
 //   connections as (b) does (the proxy of (d) never forwards, it only answers auth_request);
 // - (d_ip) the same with the fragment of (c)'s config.yaml, `upstream: http://127.0.0.1:PORT`, as
 //   most deployments would write it: an address with a port matches no upstream block, so nginx
-//   opens a new connection to the upstream per request. In (d) and (d_ip) alike the fragment's
-//   auth_request location (`proxy_pass http://127.0.0.1:PORT` of the proxy, HTTP/1.0, Connection:
-//   close) opens a new connection to capstan authproxy per request.
+//   opens a new connection to the upstream per request. (d) reaches capstan authproxy through an
+//   `upstream` block with `keepalive` too (`generate -authproxy http://capstan-bench-authproxy`,
+//   as docs/authproxy.md#nginx advises); (d_ip) by its address, a new connection per check.
 //
 // nginx runs as test/helpers/nginx.ts starts it: one process (master_process off, worker_processes
 // 1), access log off. The session: a real oidc-provider (test/helpers/oidc-provider.ts, ID tokens
@@ -218,7 +218,9 @@ async function nginx(serverBlock: string, extraHttp?: string): Promise<NginxProc
   return { ...n, pid };
 }
 
-const keepaliveUpstream = (port: number) => `  upstream ${upstreamName} {\n    server 127.0.0.1:${port};\n    keepalive 64;\n  }`;
+const keepaliveUpstream = (port: number, name = upstreamName) => `  upstream ${name} {\n    server 127.0.0.1:${port};\n    keepalive 64;\n  }`;
+/** (d) reaches capstan authproxy through an upstream block too, as docs/authproxy.md#nginx advises. */
+const authProxyName = "capstan-bench-authproxy";
 
 /** `capstan authproxy generate -conf DIR -authproxy URL`, the real command. */
 async function generateFragment(conf: string, authProxyUrl: string): Promise<string> {
@@ -357,9 +359,9 @@ async function main(): Promise<void> {
   const proxyC = want("c") ? await startAuthProxy(confC, []) : undefined;
   const proxyD = want("d") || want("d_ip") ? await startAuthProxy(confD, ["-trust-forwarded"]) : undefined;
   const nginxB = want("b") ? await nginx(`    location / {\n      proxy_pass http://${upstreamName};\n      proxy_http_version 1.1;\n      proxy_set_header Connection "";\n    }`, keepaliveUpstream(upstream.port)) : undefined;
-  const fragmentD = proxyD && want("d") ? await generateFragment(confD, proxyD.baseUrl) : undefined;
+  const fragmentD = proxyD && want("d") ? await generateFragment(confD, `http://${authProxyName}`) : undefined;
   const fragmentDip = proxyD && want("d_ip") ? await generateFragment(confC, proxyD.baseUrl) : undefined;
-  const nginxD = fragmentD ? await nginx(fragmentD, keepaliveUpstream(upstream.port)) : undefined;
+  const nginxD = fragmentD ? await nginx(fragmentD, `${keepaliveUpstream(upstream.port)}\n${keepaliveUpstream(Number(new URL(proxyD!.baseUrl).port), authProxyName)}`) : undefined;
   const nginxDip = fragmentDip ? await nginx(fragmentDip) : undefined;
   if (fragmentD) await writeFile(join(workDir, "fragment-d.conf"), fragmentD);
 
@@ -472,7 +474,7 @@ async function main(): Promise<void> {
     ...legs.map((l) => `(${l.name}) ${l.what}: GET ${requestPath}, processes ${Object.keys(l.pids).join(" + ")} + the load generator`),
     `saturating: wrk 4.1 -t ${wrkThreads} -c ${connections} --latency, ${warmupSeconds} s warm-up then ${seconds} s; percentiles from wrk's histogram (closed loop: at saturation p99 is queueing)`,
     `fixed rate: bench/authproxy/open-loop.ts (undici, ${connections} connections, round-robin over idle ones), ${rate} requests/s, ${warmupSeconds} s warm-up then ${seconds} s; latency from each request's scheduled time (no coordinated omission); *_fixed_timer_late_p99_ms: how late the generator's timer sent (1 ms granularity, and its own waits for a core), in every leg alike`,
-    `every leg sends Cookie: sso=<ID token> (${anyToken?.length ?? 0} bytes); (d)/(d_ip): the fragment's auth_request opens a new connection to capstan authproxy per request (HTTP/1.0, Connection: close); (d_ip) also a new one to the upstream`,
+    `every leg sends Cookie: sso=<ID token> (${anyToken?.length ?? 0} bytes); (d): auth checks over kept-alive connections to capstan authproxy (an upstream block named in -authproxy); (d_ip): a new connection per check to capstan authproxy and per request to the upstream`,
     `nginx ${nginxBinary}: one process (master_process off, worker_processes 1), access_log off; capstan authproxy: node ${process.version}, log level warn`,
     `load average (1 min) ${load1Start.toFixed(2)} at the start, ${figures.load_avg_1m_end.toFixed(2)} at the end`,
     codeAtEnd.hash === codeAtStart.hash ? `capstan authproxy code: ${describeCodeState(codeAtStart)}` : `WARNING: the authproxy code changed during the run: ${describeCodeState(codeAtStart)} -> ${describeCodeState(codeAtEnd)}`,

@@ -77,6 +77,11 @@ describe("the generated nginx fragment", () => {
     expect(fragment).not.toMatch(/^location \/ \{$/m);
     const t = await nginxTest(fragment);
     expect(t.ok, `${t.output}\n${fragment}`).toBe(true);
+    // -authproxy naming an upstream block (kept-alive auth checks, docs/authproxy.md#nginx).
+    const named = nginxFragment(tricky, { authProxyUrl: "http://capstan_authproxy" });
+    expect(named).toContain("proxy_pass http://capstan_authproxy;");
+    const t2 = await nginxTest(named, { extraHttp: "upstream capstan_authproxy {\n  server 127.0.0.1:8080;\n  keepalive 16;\n}" });
+    expect(t2.ok, t2.output).toBe(true);
   });
 
   it("forwards unprotected locations with client identity headers removed", async () => {
