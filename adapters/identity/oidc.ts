@@ -3,6 +3,7 @@
 // an unknown key id at most once per cool-down), ID token checks and the code exchange. Every
 // call to the provider has a timeout; failures come back as values naming what went wrong.
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from "jose";
+import { isLoopbackHost } from "../../runtime/loopback.ts";
 
 export interface OidcEndpoints {
   issuer: string;
@@ -20,7 +21,7 @@ export class DiscoveryError extends Error {
 /** Fetch `{issuer}/.well-known/openid-configuration` unless `given` names every endpoint. */
 export async function discoverEndpoints(issuer: string, given: Partial<Omit<OidcEndpoints, "issuer">>, timeoutMs = 5_000): Promise<OidcEndpoints> {
   if (given.authorization && given.token && given.jwks) return { issuer, authorization: given.authorization, token: given.token, jwks: given.jwks, endSession: given.endSession };
-  const url = `${issuer}/.well-known/openid-configuration`;
+  const url = `${issuer.replace(/\/+$/, "")}/.well-known/openid-configuration`;
   let doc: Record<string, unknown>;
   try {
     const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs), headers: { accept: "application/json" }, redirect: "error" });
@@ -31,18 +32,22 @@ export async function discoverEndpoints(issuer: string, given: Partial<Omit<Oidc
     throw new DiscoveryError(`${url}: ${errorText(e)}`);
   }
   // OpenID Connect Discovery 1.0 section 4.3: the document's issuer must be the one asked for.
-  if (typeof doc.issuer !== "string" || doc.issuer.replace(/\/+$/, "") !== issuer) {
+  // A trailing slash aside: the document's spelling is the one its ID tokens carry in iss.
+  if (typeof doc.issuer !== "string" || doc.issuer.replace(/\/+$/, "") !== issuer.replace(/\/+$/, "")) {
     throw new DiscoveryError(`${url}: the document names issuer ${JSON.stringify(doc.issuer)}, not ${issuer}`);
   }
   const pick = (key: string, explicit: string | undefined): string => {
     if (explicit) return explicit;
     const v = doc[key];
     if (typeof v !== "string" || !/^https?:\/\//.test(v)) throw new DiscoveryError(`${url}: no ${key}`);
+    // As for the configured endpoints: keys and tokens do not cross a network in clear.
+    const u = new URL(v);
+    if (u.protocol === "http:" && !isLoopbackHost(u.hostname)) throw new DiscoveryError(`${url}: ${key} ${v} is plain http to another machine`);
     return v;
   };
   const endSession = typeof doc.end_session_endpoint === "string" ? doc.end_session_endpoint : undefined;
   return {
-    issuer,
+    issuer: doc.issuer,
     authorization: pick("authorization_endpoint", given.authorization),
     token: pick("token_endpoint", given.token),
     jwks: pick("jwks_uri", given.jwks),
@@ -197,9 +202,10 @@ export class OidcClient {
 
 function claimProblem(p: JWTPayload, clientId: string): string | undefined {
   if (typeof p.email !== "string" || p.email === "") return "no email claim";
-  // eslint-disable-next-line no-control-regex
-  if (/[\x00-\x1f\x7f,]/.test(p.email)) return "email claim holds control characters or a comma";
-  if (p.email_verified === false) return "email not verified at the provider";
+  // It travels in a header (REMOTE-USER): printable ASCII only, no comma (a list separator).
+  if (!/^[\x21-\x2b\x2d-\x7e]+$/.test(p.email)) return "email claim holds characters a header cannot carry";
+  // Some providers send the flag as a string.
+  if (p.email_verified === false || p.email_verified === "false") return "email not verified at the provider";
   // OpenID Connect Core 3.1.3.7: with several audiences, azp must name this client.
   if (Array.isArray(p.aud) && p.aud.length > 1 && p.azp !== clientId) return "azp is not this client";
   if (p.azp !== undefined && p.azp !== clientId) return "azp is not this client";

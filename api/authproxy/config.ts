@@ -96,6 +96,9 @@ export function parseAuthProxyConfig(text: string, file: string): AuthProxyConfi
     if (u.protocol !== "http:" && u.protocol !== "https:") return void fail(node, key, `"${text}" must be an http:// or https:// URL`);
     if (u.username || u.password) return void fail(node, key, "must not carry a user or password");
     if (u.hash) return void fail(node, key, "must not carry a #fragment");
+    // Host names and addresses only: the URL reaches the nginx fragment, where "$" would be a
+    // variable a client's headers could set.
+    if (!/^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])$/.test(u.hostname)) return void fail(node, key, `"${text}": the host may hold only letters, digits, "." and "-" (or an IPv6 address in brackets)`);
     if (opts.tlsOffLoopback && u.protocol === "http:" && !isLoopbackHost(u.hostname)) {
       return void fail(node, key, `"${text}" is plain http to another machine: tokens and keys would cross the network unprotected; use https://`);
     }
@@ -106,7 +109,7 @@ export function parseAuthProxyConfig(text: string, file: string): AuthProxyConfi
     issuer: (v, k, p) => {
       const issuer = url(v, k, p, { tlsOffLoopback: true });
       if (issuer !== undefined && (issuer.includes("?"))) fail(v, k, "must not carry a query");
-      else if (issuer !== undefined) out.issuer = issuer.replace(/\/+$/, "");
+      else if (issuer !== undefined) out.issuer = issuer;
     },
     upstream: (v, k, p) => {
       const upstream = url(v, k, p);
@@ -180,6 +183,8 @@ export function parseAuthProxyConfig(text: string, file: string): AuthProxyConfi
             const parsed = parseLocationMatch(text);
             if (!parsed.ok) return void fail(n, kk, parsed.error);
             match = parsed.value;
+            // nginx sets a variable for each named group: one could overwrite $sso_upstream.
+            if ((match.modifier === "~" || match.modifier === "~*") && /\(\?P?<[A-Za-z_]/.test(match.pattern)) return void fail(n, kk, `"${text}": named groups are not allowed (nginx would turn them into variables)`);
             const reserved = reservedProblem(match);
             if (reserved) return void fail(n, kk, reserved);
             const dup = duplicateKey(match);
@@ -213,9 +218,26 @@ export function parseAuthProxyConfig(text: string, file: string): AuthProxyConfi
       });
     }
   }
-  if (client.redirectUri !== undefined && !new URL(client.redirectUri).pathname.startsWith("/")) fail(root, "oauth2_client.redirect_uri", "must have a path");
+  if (client.redirectUri !== undefined) {
+    const problem = callbackPathProblem(new URL(client.redirectUri).pathname, locations);
+    if (problem) fail(root, "oauth2_client.redirect_uri", problem);
+  }
   if (problems.length > 0) throw new AuthProxyConfigError(file, problems);
   return { ...(out as AuthProxyConfig), client: client as AuthProxyConfig["client"], locations };
+}
+
+/**
+ * Why a redirect_uri's path cannot be the callback: "/" (every visit to the front page would be a
+ * callback), an escape (compared with decoded paths it would never match), one of the proxy's
+ * other paths, or a path an `=` location already takes.
+ */
+function callbackPathProblem(path: string, locations: readonly ProxyLocation[]): string | undefined {
+  if (path === "/" || path === "") return "its path cannot be \"/\": give the callback a path of its own, e.g. /_sso/";
+  if (path.includes("%")) return `its path "${path}" must not hold %-escapes`;
+  if (path.startsWith(ssoPrefix) && path !== ssoPrefix) return `its path under ${ssoPrefix} can only be ${ssoPrefix} itself (the other paths there are the proxy's)`;
+  const clash = locations.find((l) => l.match.modifier === "=" && l.match.pattern === path);
+  if (clash) return `its path "${path}" is also the location at ${clash.where}`;
+  return undefined;
 }
 
 /** The proxy's own paths cannot be a user location: they would shadow the callback. */

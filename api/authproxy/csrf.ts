@@ -11,6 +11,9 @@ import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypt
 /** How long a login may take from the redirect to the callback. */
 export const csrfTtlMs = 15 * 60_000;
 
+/** Used values remembered at most (about 150 bytes each). */
+const maxUsed = 100_000;
+
 export type CsrfCheck = { ok: true } | { ok: false; reason: "malformed" | "forged" | "expired" | "used" };
 
 export class CsrfSigner {
@@ -27,24 +30,26 @@ export class CsrfSigner {
     return `${body}.${this.mac(body)}`;
   }
 
-  check(value: string): CsrfCheck {
+  /** `marginMs`: also refuse (as expired) a value with less than this much of its life left. */
+  check(value: string, marginMs = 0): CsrfCheck {
     const parts = value.split(".");
     if (parts.length !== 3 || value.length > 100) return { ok: false, reason: "malformed" };
     const body = `${parts[0]}.${parts[1]}`;
-    const given = Buffer.from(parts[2]!, "base64url");
-    const want = Buffer.from(this.mac(body), "base64url");
-    if (given.length !== want.length || !timingSafeEqual(given, want)) return { ok: false, reason: "forged" };
+    // The MAC compared as the exact string: decoding base64url would accept variants (stray
+    // characters, other low bits) of one value, each a new key for the used-set.
+    if (!CsrfSigner.same(parts[2]!, this.mac(body))) return { ok: false, reason: "forged" };
     const issued = parseInt(parts[1]!, 36);
     const age = this.now() - issued;
-    if (!Number.isFinite(issued) || age > csrfTtlMs || age < -60_000) return { ok: false, reason: "expired" };
-    if (this.used.has(value)) return { ok: false, reason: "used" };
+    if (!Number.isFinite(issued) || age > csrfTtlMs - marginMs || age < -60_000) return { ok: false, reason: "expired" };
+    if (this.used.has(body)) return { ok: false, reason: "used" };
     return { ok: true };
   }
 
   /** Mark a value used (its login completed or failed at the provider): it is refused from now on. */
   consume(value: string): void {
-    const issued = parseInt(value.split(".")[1] ?? "", 36);
-    this.used.set(value, (Number.isFinite(issued) ? issued : this.now()) + csrfTtlMs);
+    const [random = "", time = ""] = value.split(".");
+    const issued = parseInt(time, 36);
+    this.used.set(`${random}.${time}`, (Number.isFinite(issued) ? issued : this.now()) + csrfTtlMs);
     this.prune();
   }
 
@@ -73,7 +78,9 @@ export class CsrfSigner {
   private prune(): void {
     const now = this.now();
     for (const [value, until] of this.used) {
-      if (until > now) break;
+      // Oldest first; past the cap the oldest go even unexpired (their logins would have to
+      // complete a callback twice within 15 minutes, and the provider spends a code once anyway).
+      if (until > now && this.used.size <= maxUsed) break;
       this.used.delete(value);
     }
   }

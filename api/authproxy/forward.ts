@@ -69,7 +69,9 @@ export function createUpstream(
     timeouts[k] = v;
   }
   if (opts.ca !== undefined && u.protocol !== "https:") throw new Error(`upstream "${shown}": a CA is only used for an https upstream`);
-  const agentOptions = { keepAlive: true, maxSockets: 256, maxFreeSockets: 256, scheduling: "lifo" as const, timeout: freeSocketTimeoutMs };
+  // No cap on sockets: a request waiting for a pooled socket has no timer running, so a full pool
+  // (clients that stopped reading, long polls) would stall every other request silently.
+  const agentOptions = { keepAlive: true, maxFreeSockets: 256, scheduling: "lifo" as const, timeout: freeSocketTimeoutMs };
   const agent = u.protocol === "https:" ? new https.Agent({ ...agentOptions, ...(opts.ca !== undefined ? { ca: opts.ca } : {}) }) : new http.Agent(agentOptions);
   return { url: u, agent, ...timeouts };
 }
@@ -418,8 +420,6 @@ abstract class Exchange {
   abstract fail(status: number, text: string): void;
   /** Cut the client off: part of the upstream's answer has been sent already. */
   abstract abortClient(): void;
-  /** Whether a stall is the client's doing (not reading what the proxy relays). */
-  abstract clientBackedUp(): boolean;
 
   phaseTimeout(): number {
     return this.phase === WAITING ? this.upstream.responseTimeoutMs : this.upstream.idleTimeoutMs;
@@ -466,11 +466,10 @@ abstract class Exchange {
       case WAITING:
         return this.timeOut(504, `504 Gateway Timeout: upstream did not answer within ${seconds(up.responseTimeoutMs)} s`);
       case STREAMING:
-        // The upstream waits because the client does not read: not the upstream's stall.
-        if (this.clientBackedUp()) {
-          socket.setTimeout(up.idleTimeoutMs);
-          return;
-        }
+        // Nothing moved for a whole idle period: the upstream stalled, or the client has not read
+        // anything for that long (as nginx's send_timeout, a client that does not read does not
+        // hold an upstream connection for ever). A client that reads, however slowly, lets the
+        // upstream socket move and re-arms this timer.
         this.phase = DONE;
         this.ureq?.destroy();
         return this.abortClient();
@@ -642,10 +641,6 @@ class HttpExchange extends Exchange {
     this.res.destroy();
   }
 
-  clientBackedUp(): boolean {
-    return this.res.writableNeedDrain;
-  }
-
   override onError(err: Error): void {
     if (this.phase === DONE && !this.req.complete) {
       // The answer is complete but the upstream stopped taking the body: read the rest into the
@@ -787,10 +782,6 @@ class UpgradeExchange extends Exchange {
 
   abortClient(): void {
     this.client.destroy();
-  }
-
-  clientBackedUp(): boolean {
-    return this.client.writableNeedDrain;
   }
 }
 

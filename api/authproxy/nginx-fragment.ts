@@ -55,20 +55,23 @@ export function nginxFragment(config: AuthProxyConfig, opts: FragmentOptions): s
     proxyToAuthProxy(line, authProxy);
     line("}");
   }
-  line("# A failed check: the login redirect capstan authproxy chose (401 for API clients).");
-  line("location @sso_login {");
-  line('    if ($sso_login = "") {');
-  line("        return 401;");
-  line("    }");
-  line("    add_header Set-Cookie $sso_csrf_cookie always;");
-  line('    add_header Cache-Control "no-store" always;');
-  line("    return 302 $sso_login;");
-  line("}");
+  if (config.locations.some((l) => l.authTypes.length > 0)) {
+    line("# A failed check: the login redirect capstan authproxy chose (401 for API clients).");
+    line("location @sso_login {");
+    line('    if ($sso_login = "") {');
+    line("        return 401;");
+    line("    }");
+    line("    add_header Set-Cookie $sso_csrf_cookie always;");
+    line('    add_header Cache-Control "no-store" always;');
+    line("    return 302 $sso_login;");
+    line("}");
+  }
   line();
 
   let hasRoot = false;
   for (const loc of config.locations) {
-    if (loc.match.modifier === "" && loc.match.pattern === "/") hasRoot = true;
+    // nginx counts "/" and "^~ /" as one location: a second would be a duplicate.
+    if ((loc.match.modifier === "" || loc.match.modifier === "^~") && loc.match.pattern === "/") hasRoot = true;
     line(`# ${loc.where}: auth_type ${loc.authTypes.length === 0 ? "none" : loc.authTypes.join(" ")}${loc.groups ? ", groups" : ""}`);
     line(`location ${loc.match.modifier ? `${loc.match.modifier} ` : ""}${quote(loc.match.pattern)} {`);
     if (loc.authTypes.length > 0) {
@@ -125,9 +128,11 @@ function proxyToUpstream(line: (s: string) => void): void {
   line("    proxy_set_header X-Forwarded-For $remote_addr;");
   line("    proxy_set_header X-Forwarded-Proto $scheme;");
   line("    proxy_set_header X-Forwarded-Host $http_host;");
-  line('    proxy_set_header Forwarded "";');
-  line('    proxy_set_header X-Real-IP "";');
-  line('    proxy_set_header X-Original-URI "";');
+  // Headers some applications read as the request's path, origin or proxy credentials: the
+  // client's copies go (capstan authproxy drops them too).
+  for (const h of ["Forwarded", "X-Real-IP", "X-Original-URI", "X-Original-URL", "X-Rewrite-URL", "X-Forwarded-Uri", "X-Forwarded-Prefix", "X-Forwarded-Port", "X-Forwarded-Path", "X-Forwarded-Server", "Proxy-Authorization"]) {
+    line(`    proxy_set_header ${h} "";`);
+  }
   line("    proxy_pass $sso_upstream;");
 }
 

@@ -24,6 +24,9 @@ const identityHeaders = [userHeader, groupsHeader] as const;
 export const authCheckPrefix = `${ssoPrefix}auth/`;
 export const logoutPath = `${ssoPrefix}logout`;
 
+/** A csrf value is reused for a new login only with this much of its life left to complete it. */
+const csrfReuseMarginMs = 5 * 60_000;
+
 /** Browsers refuse cookies much over 4 KiB; a bigger ID token would loop through the login. */
 export const maxCookieBytes = 4000;
 
@@ -113,7 +116,7 @@ export function createAuthProxy(deps: AuthProxyDeps): AuthProxyHandler {
       if (hadCookie) headers["set-cookie"] = [clearCookie(sessionCookie, req)];
       return { status: 401, headers, body: JSON.stringify({ error: "login required", login: returnTo }) + "\n" };
     }
-    const reused = cookieValues(req.headers.cookie, csrfName).find((v) => csrf.check(v).ok);
+    const reused = cookieValues(req.headers.cookie, csrfName).find((v) => csrf.check(v, csrfReuseMarginMs).ok);
     const value = reused ?? csrf.issue();
     const { challenge } = csrf.pkce(value);
     const params = new URLSearchParams({ response_type: "code", redirect_uri: redirectUri(req) });
@@ -152,6 +155,8 @@ export function createAuthProxy(deps: AuthProxyDeps): AuthProxyHandler {
   const route = (req: IncomingMessage, upgrade: boolean): Routed | Promise<Routed> => {
     const target = normalizeRequestTarget(req.url ?? "");
     if (!target.ok) return { answer: text(400, `400 Bad Request: ${target.error}\n`) };
+    // WebSocket only: after a 101 the tunnel is a byte pipe no header rule applies to.
+    if (upgrade && req.headers.upgrade?.toLowerCase() !== "websocket") return { answer: text(400, "400 Bad Request: only WebSocket upgrades are proxied\n") };
     const pathAndQuery = target.query ? `${target.forwardPath}?${target.query}` : target.forwardPath;
     if (target.path === callbackPath || target.path.startsWith(ssoPrefix)) {
       if (upgrade) return { answer: text(404, "404 Not Found\n") };
@@ -296,7 +301,7 @@ export function createAuthProxy(deps: AuthProxyDeps): AuthProxyHandler {
       };
       try {
         const r = route(req, false);
-        if (r instanceof Promise) r.then(apply, fail);
+        if (r instanceof Promise) r.then(apply).catch(fail);
         else apply(r);
       } catch (e) {
         fail(e);
@@ -314,7 +319,7 @@ export function createAuthProxy(deps: AuthProxyDeps): AuthProxyHandler {
       };
       try {
         const r = route(req, true);
-        if (r instanceof Promise) r.then(apply, fail);
+        if (r instanceof Promise) r.then(apply).catch(fail);
         else apply(r);
       } catch (e) {
         fail(e);
@@ -332,7 +337,11 @@ interface Answer {
 }
 
 function send(res: ServerResponse, a: Answer): void {
-  res.writeHead(a.status, { ...a.headers, "content-length": Buffer.byteLength(a.body) });
+  const headers: Record<string, string | string[] | number> = { ...a.headers, "content-length": Buffer.byteLength(a.body) };
+  // A body the proxy did not read (a 302 to a POST): close rather than keep a connection whose
+  // client may trickle that body for ever.
+  if (!res.req.complete) headers.connection = "close";
+  res.writeHead(a.status, headers);
   res.end(a.body);
 }
 
@@ -377,9 +386,11 @@ function unmet(identity: Identity, need: Requirement): string | undefined {
   return undefined;
 }
 
+/** Group names a header can carry: printable ASCII without a comma (the list's separator). */
+const headerSafeGroup = /^[\x20-\x2b\x2d-\x7e]+$/;
+
 function groupsValue(identity: Identity): string {
-  // eslint-disable-next-line no-control-regex
-  return (identity.groups ?? []).filter((g) => g !== "" && !/[\x00-\x1f\x7f,]/.test(g)).join(",");
+  return (identity.groups ?? []).filter((g) => headerSafeGroup.test(g)).join(",");
 }
 
 function wantsJson(req: IncomingMessage): boolean {

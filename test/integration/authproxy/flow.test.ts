@@ -6,7 +6,8 @@ import { decodeJwt } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { headerValues, headerValuesAnySpelling } from "../../helpers/echo-upstream.ts";
 import { browse, CookieJar } from "../../helpers/oidc-provider.ts";
-import { clientId, parseSetCookie, startProxyHarness, type ProxyHarness } from "./harness.ts";
+import { discoverEndpoints } from "../../../adapters/identity/oidc.ts";
+import { accounts, clientId, parseSetCookie, startProxyHarness, type ProxyHarness } from "./harness.ts";
 
 let h: ProxyHarness;
 
@@ -170,6 +171,47 @@ describe("auth proxy: the code flow", () => {
     expect(h.upstream.requests.some((r) => r.url.startsWith("/_sso"))).toBe(false);
   });
 
+  it("leaves out group names a header cannot carry, in both modes, and keeps serving", async () => {
+    accounts.gina = { email: "gina@example.com", groups: ["開発", "dev", "a,b", "ops"] };
+    const jar = new CookieJar();
+    const r = await browse(jar, `${h.url}/team/gina`, { login: { sub: "gina" } });
+    expect(r.final.status).toBe(200);
+    expect(headerValues(lastRequest("/team/gina")!, "user-groups")).toEqual(["dev,ops"]);
+    const check = await fetch(`${h.url}/_sso/auth/password/groups`, { headers: { cookie: jar.cookieHeader(h.url) } });
+    expect(check.status).toBe(200);
+    expect(check.headers.get("x-auth-request-groups")).toBe("dev,ops");
+    expect((await fetch(`${h.url}/_sso/healthz`)).status).toBe(200);
+  });
+
+  it("refuses an e-mail a header cannot carry", async () => {
+    accounts.hiro = { email: "用户@example.com" };
+    const jar = new CookieJar();
+    const r = await browse(jar, `${h.url}/app/hiro`, { login: { sub: "hiro" } });
+    expect(r.final.status).toBe(502);
+    expect(lastRequest("/app/hiro")).toBeUndefined();
+  });
+
+  it("closes the connection after answering a request whose body it did not read", async () => {
+    const answer = await new Promise<string>((resolve, reject) => {
+      const s = connect(h.port, "127.0.0.1");
+      let got = "";
+      s.on("data", (d) => {
+        got += d.toString("latin1");
+        if (got.includes("\r\n\r\n")) resolve(got);
+      });
+      s.on("error", reject);
+      s.on("close", () => resolve(got));
+      s.write(`POST /app/upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\nabc`);
+    });
+    expect(answer.split("\r\n")[0]).toMatch(/^HTTP\/1\.1 302/);
+    expect(answer.toLowerCase()).toContain("connection: close");
+  });
+
+  it("takes the issuer's spelling from the discovery document (a trailing slash in config)", async () => {
+    const endpoints = await discoverEndpoints(`${h.idp.issuer}/`, {});
+    expect(endpoints.issuer).toBe(h.idp.issuer);
+  });
+
   it("takes WebSocket upgrades through the same checks", async () => {
     const upgrade = (cookie: string) =>
       new Promise<string>((resolve, reject) => {
@@ -195,5 +237,20 @@ describe("auth proxy: the code flow", () => {
     expect(accepted.split("\r\n")[0]).toMatch(/^HTTP\/1\.1 101/);
     const rec = [...h.upstream.requests].reverse().find((r) => r.upgrade)!;
     expect(headerValues(rec, "remote-user")).toEqual(["alice@example.com"]);
+    // Other protocols are not tunnelled (after a 101 no header rule applies).
+    const h2c = await new Promise<string>((resolve, reject) => {
+      const s = connect(h.port, "127.0.0.1");
+      let got = "";
+      s.on("data", (d) => {
+        got += d.toString("latin1");
+        if (got.includes("\r\n\r\n")) {
+          s.destroy();
+          resolve(got);
+        }
+      });
+      s.on("error", reject);
+      s.write(`GET /public/x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n`);
+    });
+    expect(h2c.split("\r\n")[0]).toMatch(/^HTTP\/1\.1 400/);
   });
 });

@@ -77,6 +77,10 @@ describe("the generated nginx fragment", () => {
     expect(fragment).not.toMatch(/^location \/ \{$/m);
     const t = await nginxTest(fragment);
     expect(t.ok, `${t.output}\n${fragment}`).toBe(true);
+    // Only unprotected locations, and ^~ / as the root: still valid nginx (no login location, no second "/").
+    const open = parseAuthProxyConfig(`issuer: https://sso.example.com\nupstream: http://127.0.0.1:3000\noauth2_client: {id: a, secret: b}\nlocation:\n  - match: ^~ /\n    auth_type: none\n`, "open.yaml");
+    const t3 = await nginxTest(nginxFragment(open, { authProxyUrl: "http://127.0.0.1:8080" }));
+    expect(t3.ok, t3.output).toBe(true);
     // -authproxy naming an upstream block (kept-alive auth checks, docs/authproxy.md#nginx).
     const named = nginxFragment(tricky, { authProxyUrl: "http://capstan_authproxy" });
     expect(named).toContain("proxy_pass http://capstan_authproxy;");
@@ -86,16 +90,20 @@ describe("the generated nginx fragment", () => {
 
   it("forwards unprotected locations with client identity headers removed", async () => {
     const before = h.upstream.requests.length;
+    const rewrites = ["X-Original-URL", "X-Rewrite-URL", "X-Forwarded-Uri", "X-Forwarded-Prefix", "X-Original-URI", "Proxy-Authorization"];
     const res = await raw(front, "/public/page", [
       ["REMOTE-USER", "admin@example.com"],
       ["remote-user", "root"],
       ["Remote_User", "x"],
       ["USER-GROUPS", "admins"],
+      ...rewrites.map((name): [string, string] => [name, "/admin"]),
     ]);
     expect(res.status).toBe(200);
     const rec = await h.upstream.waitFor("the request upstream", () => h.upstream.requests.slice(before).find((r) => r.url === "/public/page"));
     expect(headerValuesAnySpelling(rec, "remote-user")).toEqual([]);
     expect(headerValuesAnySpelling(rec, "user-groups")).toEqual([]);
+    // Headers some applications take as the request's path: the client's copies do not pass.
+    for (const name of rewrites) expect(headerValues(rec, name), name).toEqual([]);
   });
 
   it("redirects a protected request to the provider with the spec's parameters and the csrf cookie", async () => {

@@ -32,6 +32,8 @@ describe("auth proxy config.yaml", () => {
       "conf/config.yaml",
     );
     expect(c.issuer).toBe("https://sso.example.com/realms/corp");
+    // As written (a trailing slash kept): discovery says which spelling the tokens carry.
+    expect(parseAuthProxyConfig(base.replace("realms/corp", "realms/corp/") + "location: []\n", "c.yaml").issuer).toBe("https://sso.example.com/realms/corp/");
     expect(c.upstream).toBe("http://127.0.0.1:3000");
     expect(c.client).toEqual({ id: "app", secret: "s3cret", csrfCookieName: "sso_csrf" });
     expect(c.locations.map((l) => [l.match.modifier, l.match.pattern, l.authTypes, l.groups])).toEqual([
@@ -81,6 +83,13 @@ location:
     ["short cookie secret", `${base}cookie_secret: short\nlocation: []\n`, "conf/config.yaml:6: cookie_secret: must be at least 32 characters"],
     ["csrf cookie named sso", `${base}  csrf_cookie_name: sso\nlocation: []\n`, 'conf/config.yaml:6: oauth2_client.csrf_cookie_name: "sso" is the session cookie'],
     ["yaml syntax", `${base}location: [\n`, "conf/config.yaml:"],
+    ["a $ in the upstream host (an nginx variable)", base.replace("http://127.0.0.1:3000", "http://$http_x_target") + "location: []\n", "conf/config.yaml:2: upstream: \"http://$http_x_target\": the host may hold only"],
+    ["an escaped $ in the upstream host", base.replace("http://127.0.0.1:3000", "http://a%24http_x:8080") + "location: []\n", "conf/config.yaml:2: upstream:"],
+    ["a named regex group (an nginx variable)", `${base}location:\n  - match: ~ ^/pub/(?<sso_upstream>[^/]+)\n`, "conf/config.yaml:7: location[0].match:"],
+    ["redirect_uri on /", `${base}  redirect_uri: https://app.example.com/\nlocation: []\n`, "conf/config.yaml:1: oauth2_client.redirect_uri: its path cannot be"],
+    ["redirect_uri with an escape", `${base}  redirect_uri: https://app.example.com/call%20back\nlocation: []\n`, "conf/config.yaml:1: oauth2_client.redirect_uri:"],
+    ["redirect_uri on the proxy's logout", `${base}  redirect_uri: https://app.example.com/_sso/logout\nlocation: []\n`, "conf/config.yaml:1: oauth2_client.redirect_uri:"],
+    ["redirect_uri taken by an = location", `${base}  redirect_uri: https://app.example.com/cb\nlocation:\n  - match: = /cb\n`, "conf/config.yaml:1: oauth2_client.redirect_uri: its path \"/cb\" is also the location"],
   ])("refuses %s, naming the key and line", (_what, text, expected) => {
     const found = problems(text);
     expect(found.length, found.join("\n")).toBeGreaterThan(0);

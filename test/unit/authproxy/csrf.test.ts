@@ -16,6 +16,26 @@ describe("csrf values", () => {
     expect(s.check(w)).toEqual({ ok: false, reason: "expired" });
   });
 
+  it("refuses every spelling of a used value, not only the exact string", () => {
+    const s = new CsrfSigner(Buffer.from("k".repeat(32)));
+    const v = s.issue();
+    s.consume(v);
+    const mac = v.split(".")[2]!;
+    const sibling = mac.slice(0, -1) + (mac.at(-1) === "A" ? "B" : "A");
+    for (const variant of [v, `${v}=`, `${v}~`, v.replace(mac, sibling), v.replace(mac, `~${mac}`)]) {
+      expect(s.check(variant).ok, variant).toBe(false);
+    }
+  });
+
+  it("refuses, for reuse, a value with too little life left", () => {
+    let now = 1_000_000;
+    const s = new CsrfSigner(Buffer.from("k".repeat(32)), () => now);
+    const v = s.issue();
+    now += csrfTtlMs - 60_000;
+    expect(s.check(v).ok).toBe(true);
+    expect(s.check(v, 5 * 60_000)).toEqual({ ok: false, reason: "expired" });
+  });
+
   it("refuses values it never issued", () => {
     const s = new CsrfSigner(Buffer.from("k".repeat(32)));
     const other = new CsrfSigner(Buffer.from("x".repeat(32)));
