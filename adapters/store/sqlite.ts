@@ -3,7 +3,7 @@
 // transaction that takes the next revision (if it changes anything), so revisions are dense,
 // ordered and shared by every process that opens the same file. Watches read the log
 // (sqlite-watch.ts): right after a local commit, and every pollIntervalMs for other processes.
-import { mkdirSync } from "node:fs";
+import { chmodSync, closeSync, mkdirSync, openSync } from "node:fs";
 import { dirname } from "node:path";
 import Database from "better-sqlite3";
 import { CompactedError, LeaseLostError, StoreUnavailableError } from "./errors.ts";
@@ -91,7 +91,14 @@ export class SqliteStore implements Store {
     }
     this.pollIntervalMs = pollIntervalMs;
     this.description = `sqlite://${path}`;
-    if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
+    if (path !== ":memory:") {
+      // Private: the store holds token hashes, specs (with their env) and sealed secrets
+      // (docs/store.md). A directory made here is 0700; the file is 0600 whether new or old
+      // (SQLite gives its -wal and -shm files the same mode).
+      mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+      closeSync(openSync(path, "a", 0o600));
+      chmodSync(path, 0o600);
+    }
     this.db = new Database(path);
     try {
       migrate(this.db);

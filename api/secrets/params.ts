@@ -7,7 +7,7 @@
 //   path  the file path as given (relative to /platform/app or absolute): 1..4096 characters, no
 //         control characters (NUL included), no "." or ".." segment, no empty segment ("a//b"),
 //         not ending in "/" (it names a file)
-//   mode  octal, 3 or 4 digits; owner and group: a user/group name or a numeric id
+//   mode  octal, 3 digits or 4 starting with 0 (no setuid, setgid, sticky); owner and group: root
 import { z } from "zod";
 import { badRequest, parseQuery, readBodyBytes } from "../http/index.ts";
 import { appNamePattern } from "../console/records.ts";
@@ -56,12 +56,19 @@ export function parseAddressQuery(c: Context): z.output<typeof AddressQuery> {
   return q;
 }
 
-const Name = z.string().regex(/^([A-Za-z_][A-Za-z0-9_.-]{0,31}|[0-9]{1,10})$/, "must be a user or group name (at most 32 characters) or a numeric id");
+// The runtime installs secret files as root only (docs/secrets.md): an owner or group the
+// container would not get is refused rather than stored, shown and then not honoured.
+const Root = z.string().refine((v) => v === "root" || v === "0", 'must be "root" (or "0"): secret files belong to root at runtime (docs/secrets.md)');
 const RecordBody = z.strictObject({
   content: z.string(),
-  owner: Name.default("root"),
-  group: Name.default("root"),
-  mode: z.string().regex(/^[0-7]{3,4}$/, "must be an octal mode of 3 or 4 digits, like \"400\" or \"0640\"").default("400"),
+  owner: Root.default("root"),
+  group: Root.default("root"),
+  mode: z
+    .string()
+    .regex(/^[0-7]{3,4}$/, "must be an octal mode of 3 or 4 digits, like \"400\" or \"0640\"")
+    // A secret file is data: setuid, setgid or sticky bits on it would only ever be a mistake (or worse).
+    .refine((m) => !/^[1-7][0-7]{3}$/.test(m), "must not set the setuid, setgid or sticky bits (a 4-digit mode starts with 0)")
+    .default("400"),
 });
 
 /**

@@ -154,7 +154,7 @@ describe("secrets", () => {
     expect((await api("PUT", q({ app: appA, proc: procA2, path: "list.json" }), { token: tokens.alice, body: jsonArray, headers: { "content-type": "application/json" } })).status).toBe(200);
     const noContent = JSON.stringify({ password: secret("pw") });
     expect((await api("PUT", q({ app: appA, proc: procA2, path: "obj.json" }), { token: tokens.admin, body: noContent, headers: { "content-type": "application/json" } })).status).toBe(200);
-    const withMode = { content: secret("moded"), owner: "www-data", group: "0", mode: "0640" };
+    const withMode = { content: secret("moded"), owner: "root", group: "0", mode: "0640" };
     expect((await api("PUT", q({ app: appA, proc: procA2, path: "moded" }), { token: tokens.alice, body: withMode })).status).toBe(200);
     expect((await api("PUT", q({ app: appB, proc: procB, path: "b.txt" }), { token: tokens.bob, body: { content: contentB } })).status).toBe(200);
 

@@ -2,7 +2,7 @@
 // store on the same file seeing writes through its watch (the poll path), leases reaped at open,
 // and compaction physically removing superseded history.
 import { spawn } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { chmod, mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -29,6 +29,18 @@ describe("SqliteStore", () => {
   afterEach(async () => {
     for (const store of open.splice(0)) await store.close();
     await rm(dir, { recursive: true, force: true });
+  });
+
+  it("keeps its file private: a new directory 0700, the database 0600 even when it was 0644", async () => {
+    const store = openStore();
+    await store.put("/a", "1");
+    expect((await stat(join(dir, "nested"))).mode & 0o777).toBe(0o700);
+    expect((await stat(path)).mode & 0o777).toBe(0o600);
+    await store.close();
+    open.splice(0);
+    await chmod(path, 0o644);
+    openStore();
+    expect((await stat(path)).mode & 0o777).toBe(0o600);
   });
 
   it("keeps data, revision and history across close and reopen", async () => {

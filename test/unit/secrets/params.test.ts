@@ -21,7 +21,7 @@ describe("recordFromBody", () => {
 
   it("reads the record form with defaults and given fields", () => {
     expect(recordFromBody("{\"content\":\"c\"}")).toEqual({ content: "c", ...defaults });
-    expect(recordFromBody("{\"content\":\"c\",\"owner\":\"app\",\"group\":\"1000\",\"mode\":\"0640\"}")).toEqual({ content: "c", owner: "app", group: "1000", mode: "0640" });
+    expect(recordFromBody("{\"content\":\"c\",\"owner\":\"root\",\"group\":\"0\",\"mode\":\"0640\"}")).toEqual({ content: "c", owner: "root", group: "0", mode: "0640" });
   });
 
   it.each([
@@ -29,6 +29,11 @@ describe("recordFromBody", () => {
     ["{\"content\":\"c\",\"mode\":\"0777x\"}", "mode"],
     ["{\"content\":\"c\",\"mode\":400}", "mode"],
     ["{\"content\":\"c\",\"owner\":\"\"}", "owner"],
+    ["{\"content\":\"c\",\"owner\":\"app\"}", "owner"],
+    ["{\"content\":\"c\",\"group\":\"1000\"}", "group"],
+    ["{\"content\":\"c\",\"mode\":\"7777\"}", "mode"],
+    ["{\"content\":\"c\",\"mode\":\"4755\"}", "mode"],
+    ["{\"content\":\"c\",\"mode\":\"1644\"}", "mode"],
     ["{\"content\":\"c\",\"group\":\"a/b\"}", "group"],
     ["{\"content\":\"c\",\"extra\":1}", "extra"],
   ])("refuses %s naming %s", (body, field) => {
