@@ -20,6 +20,7 @@
 //   milliseconds, but while the watch is broken and not yet detected (up to the informer's
 //   liveness timeout, then a relist) a GET that finds cached records may answer from before it.
 import type { Registry } from "prom-client";
+import { sameSecretFile } from "../resources/secret-path.ts";
 import type { Store } from "../../adapters/store/store.ts";
 import { Informer } from "../../runtime/informer.ts";
 import type { KeyValueLike, ListWatchSource } from "../../runtime/listwatch.ts";
@@ -97,9 +98,13 @@ export class SecretCache {
   async read(app: string, proc?: string, path?: string): Promise<SecretEntry[]> {
     const cached = (await this.writes.caughtUp(app)) ? this.entriesOf(app, proc, path) : [];
     if (cached.length > 0) return cached;
-    if (proc !== undefined && path !== undefined) return readSecret(this.store, this.vault, app, proc, path);
+    if (proc !== undefined && path !== undefined) {
+      const exact = await readSecret(this.store, this.vault, app, proc, path);
+      if (exact.length > 0) return exact;
+    }
     const stored = await readSecrets(this.store, this.vault, app, proc);
-    return path === undefined ? stored : stored.filter((e) => e.path === path);
+    // A path matches every spelling of the same file (docs/secret-sync.md).
+    return path === undefined ? stored : stored.filter((e) => sameSecretFile(e.path, path));
   }
 
   private entriesOf(app: string, proc?: string, path?: string): SecretEntry[] {
@@ -107,7 +112,7 @@ export class SecretCache {
     for (const key of this.byApp.get(app) ?? []) {
       const cached = this.informer.get(key);
       const address = cached?.address;
-      if (address == null || (proc !== undefined && address.proc !== proc) || (path !== undefined && address.path !== path)) continue;
+      if (address == null || (proc !== undefined && address.proc !== proc) || (path !== undefined && !sameSecretFile(address.path, path))) continue;
       entries.push(decryptEntry(this.vault, address, cached!.value, cached!.modRevision));
     }
     return sortEntries(entries);

@@ -9,6 +9,7 @@
 import { randomInt } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { parseAppDefinition, webPodGroup, webProcFullName, type AppDefinition } from "../../api/appdef/index.ts";
+import { sameSecretFile } from "../../api/resources/secret-path.ts";
 import { ApiError, type OrchestratorClient } from "../client.ts";
 import { clusterClients, clusterCommandOptionDefs, positionals, type ClusterClients } from "../cluster-options.ts";
 import { waitOptionDefs } from "../client-config.ts";
@@ -91,8 +92,9 @@ async function checkReady(clients: ClusterClients, def: AppDefinition): Promise<
   const wanted = def.web?.secretFiles ?? [];
   if (wanted.length === 0) return;
   const proc = webProcFullName(app);
-  const written = new Set((await clients.secrets.list(app, proc)).map((r) => r.path));
-  const missing = wanted.filter((p) => !written.has(p));
+  // Matched as Secret-sync matches them: `secret.conf` is written by `/platform/app/secret.conf`.
+  const written = (await clients.secrets.list(app, proc)).map((r) => r.path);
+  const missing = wanted.filter((p) => !written.some((w) => sameSecretFile(w, p)));
   if (missing.length > 0) {
     throw new CommandFailure(
       `not deployed: ${missing.length} secret file${missing.length === 1 ? " is" : "s are"} not written for ${proc}:\n${missing.map((p) => `  ${p}`).join("\n")}\nwrite ${missing.length === 1 ? "it" : "them"} first: capstan secret add CLUSTER ${proc} PATH -f FILE`,

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { sameSecretFile } from "../../../api/resources/secret-path.ts";
 import { planInstall, resolveSecretPath } from "../../../controllers/secretsync/files.ts";
 import { decodeMarker, digestOf, markerCovers, markerHasError } from "../../../controllers/secretsync/marker.ts";
 import { appOf, decodeSpec, listsSecrets } from "../../../controllers/secretsync/specs.ts";
@@ -44,9 +45,23 @@ describe("planInstall", () => {
     expect(planInstall(proc, ["c", "a", "b"], records)).toEqual({ kind: "error", error: `secret files c, b are not written for ${proc}` });
   });
 
-  it("a relative and an absolute path are different records", () => {
-    const records = new Map([rec("/platform/app/a", "abs")]);
-    expect(planInstall(proc, ["a"], records)).toMatchObject({ kind: "error" });
+  it("a relative and an absolute spelling of one file satisfy each other, both ways", () => {
+    const abs = planInstall(proc, ["secret.conf"], new Map([rec("/platform/app/secret.conf", "abs")]));
+    expect(abs).toMatchObject({ kind: "install", files: [{ path: "/platform/app/secret.conf", content: "abs" }], installed: [{ path: "secret.conf" }] });
+    const rel = planInstall(proc, ["/platform/app/secret.conf"], new Map([rec("secret.conf", "rel")]));
+    expect(rel).toMatchObject({ kind: "install", files: [{ path: "/platform/app/secret.conf", content: "rel" }] });
+    // The record under the listed spelling wins when both are written.
+    const both = planInstall(proc, ["secret.conf"], new Map([rec("/platform/app/secret.conf", "abs"), rec("secret.conf", "rel")]));
+    expect(both).toMatchObject({ kind: "install", files: [{ content: "rel" }] });
+    // Another file is still another file.
+    expect(planInstall(proc, ["a"], new Map([rec("/etc/a", "x")]))).toMatchObject({ kind: "error" });
+  });
+
+  it("sameSecretFile compares where files land", () => {
+    expect(sameSecretFile("secret.conf", "/platform/app/secret.conf")).toBe(true);
+    expect(sameSecretFile("./conf/a", "conf/a")).toBe(true);
+    expect(sameSecretFile("a", "/etc/a")).toBe(false);
+    expect(sameSecretFile("../x", "/platform/x")).toBe(false);
   });
 
   it("refuses a mode that is not octal, and two listed paths landing on one file", () => {
