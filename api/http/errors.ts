@@ -4,7 +4,7 @@
 //   401 {"code": "Unauthorized", "message": "..."}   with WWW-Authenticate: no valid credential
 //   403 {"code": "Forbidden", "message": "...", "missing": "...", "details"?: [...]}   a valid credential without the permission
 //   404 {"code": "NotFound", "message": "..."}
-//   409 {"code": "NotAllowed", "reason": "AlreadyExists" | "InsufficientResources" | "InUse", "message": "..."}
+//   409 {"code": "NotAllowed", "reason": "AlreadyExists" | "InsufficientResources" | "InUse" | "DependencyDeleting", "message": "..."}
 //   503 {"code": "Unavailable", "message": "..."}    the store did not answer in time; safe to retry
 //   500 {"code": "InternalError", "message": "..."}  a bug; details are in the server log only
 //
@@ -22,7 +22,7 @@ export interface ErrorDetail {
   message: string;
 }
 
-export type NotAllowedReason = "AlreadyExists" | "InsufficientResources" | "InUse";
+export type NotAllowedReason = "AlreadyExists" | "InsufficientResources" | "InUse" | "DependencyDeleting";
 
 export type ErrorBody =
   | { code: "BadRequest"; message: string; details: ErrorDetail[] }

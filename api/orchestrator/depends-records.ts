@@ -34,14 +34,16 @@ export async function updateDependency(
   store: Store,
   layout: DependencyLayout,
   name: string,
-  change: (current: StoredDependency) => StoredDependency | undefined,
+  change: (current: StoredDependency, dependents: string[]) => StoredDependency | undefined,
+  /** Read after the record, before the write that compares the record's modRevision (a DELETE's "in use" check). */
+  readDependents?: () => Promise<string[]>,
   maxAttempts = 64,
 ): Promise<{ written: boolean; record: StoredDependency }> {
   const key = layout.dependency(name);
   for (let attempt = 0; attempt < maxAttempts; attempt++) {
     const current = await getDependency(store, layout, name);
     if (current === null) throw notFound(`dependency ${name} not found`);
-    const next = change(current.record);
+    const next = change(current.record, readDependents ? await readDependents() : []);
     if (next === undefined) return { written: false, record: current.record };
     const { succeeded } = await store.put(key, JSON.stringify(next), { expect: [{ key, target: "modRevision", equals: current.modRevision }] });
     if (succeeded) return { written: true, record: next };

@@ -122,20 +122,26 @@ export function createDependsApi(opts: DependsApiOptions): Hono {
     const found = await getDependencyWithStatus(store, layout, name);
     if (found === null) throw notFound(`dependency ${name} not found`);
     requireApp(who, "write", found.spec.namespace);
-    // Refused while a stored PodGroup lists it: its instances rely on the pod next to them.
-    // PodGroups are read just before the compare-and-swap, not inside it (a store transaction
-    // cannot compare a whole prefix): a group created in between is not seen, and its pod is
-    // removed with the dependency. Deploying it needs the dependency, which is then gone anyway.
-    const dependents = force ? [] : await dependentsOf(store, layout, name);
-    const { written } = await updateDependency(store, layout, name, (current) => {
-      requireApp(who, "write", current.namespace);
-      if (dependents.length > 0) {
-        throw notAllowed("InUse", `dependency ${name} is used by podgroup ${dependents.join(", ")}; remove them first, or delete with force=true`);
-      }
-      // A forced delete may upgrade a graceful one in progress, never the other way round.
-      if (current.deleting && (current.deleting.force || !force)) return undefined;
-      return { ...current, deleting: { force }, updatedAt: new Date().toISOString() };
-    });
+    // Refused while a stored PodGroup lists it: its instances rely on the pod next to them. The
+    // groups are listed after the dependency's record is read, and the write compares that
+    // record's modRevision; a group write that lists the dependency touches the record in its own
+    // transaction (records.ts dependencyGuard). So a group created in between makes this write
+    // lose and list again, and a group written after this one sees the deletion (409).
+    const { written } = await updateDependency(
+      store,
+      layout,
+      name,
+      (current, dependents) => {
+        requireApp(who, "write", current.namespace);
+        if (dependents.length > 0) {
+          throw notAllowed("InUse", `dependency ${name} is used by podgroup ${dependents.join(", ")}; remove them first, or delete with force=true`);
+        }
+        // A forced delete may upgrade a graceful one in progress, never the other way round.
+        if (current.deleting && (current.deleting.force || !force)) return undefined;
+        return { ...current, deleting: { force }, updatedAt: new Date().toISOString() };
+      },
+      force ? undefined : () => dependentsOf(store, layout, name),
+    );
     if (written) log.info({ dependency: name, force }, "dependency deletion requested");
     return accepted(c, `dependency ${name} is being deleted${force ? "; its pods are being killed" : ""}`, checkUrlOf(name));
   });

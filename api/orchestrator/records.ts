@@ -4,7 +4,7 @@
 // GETs are answered from the informer caches by PodGroupReader, with the consistency rules
 // written there (and in docs/orchestrator.md, "Reads").
 import { randomUUID } from "node:crypto";
-import type { Store } from "../../adapters/store/store.ts";
+import type { Compare, Op, Store } from "../../adapters/store/store.ts";
 import { listAll } from "../../adapters/store/list-all.ts";
 import type { Informer } from "../../runtime/informer.ts";
 import { ReadYourWrites } from "../../runtime/read-your-writes.ts";
@@ -29,10 +29,19 @@ export async function getPodGroup(store: Store, name: string): Promise<Versioned
  * Store a new group in one create-only transaction (no read before it); resolves with the write's
  * revision. A 409 AlreadyExists when the name is taken (or still being deleted).
  */
-export async function createPodGroup(store: Store, group: StoredPodGroup): Promise<number> {
+export async function createPodGroup(store: Store, group: StoredPodGroup, maxAttempts = 64): Promise<number> {
   const key = keys.podGroup(group.name);
-  const { succeeded, revision } = await store.txn([{ key, target: "createRevision", equals: 0 }], [{ type: "put", key, value: JSON.stringify(group) }]);
-  if (succeeded) return revision;
+  for (let attempt = 0; attempt < maxAttempts; attempt++) {
+    const guard = await dependencyGuard(store, group);
+    const { succeeded, revision } = await store.txn(
+      [{ key, target: "createRevision", equals: 0 }, ...guard.compares],
+      [{ type: "put", key, value: JSON.stringify(group) }, ...guard.puts],
+    );
+    if (succeeded) return revision;
+    // Lost to a change of a listed dependency (a DELETE in flight): read it again.
+    if ((await store.get(key)) === null) continue;
+    break;
+  }
   const existing = await getPodGroup(store, group.name);
   if (existing?.record.deleting) {
     throw notAllowed("AlreadyExists", `podgroup ${group.name} is being deleted; create it again once GET answers 404`);
@@ -60,12 +69,41 @@ export async function updatePodGroup(
     if (current === null) throw notFound(`podgroup ${name} not found`);
     const next = change(current.record);
     if (next === undefined) return { written: false, record: current.record, revision: current.modRevision };
-    const { succeeded, revision } = await store.put(key, JSON.stringify(next), {
-      expect: [{ key, target: "modRevision", equals: current.modRevision }],
-    });
+    const guard = next.deleting ? noGuard : await dependencyGuard(store, next);
+    const { succeeded, revision } = await store.txn(
+      [{ key, target: "modRevision", equals: current.modRevision }, ...guard.compares],
+      [{ type: "put", key, value: JSON.stringify(next) }, ...guard.puts],
+    );
     if (succeeded) return { written: true, record: next, revision };
   }
   throw unavailable(`podgroup ${name} is being changed by too many concurrent requests; retry`);
+}
+
+const noGuard: { compares: Compare[]; puts: Op[] } = { compares: [], puts: [] };
+
+/**
+ * Writing a group that lists dependencies touches each of them in the same transaction (the same
+ * value put back, compared on the modRevision read): a DELETE of a dependency compares that
+ * modRevision too, after it has listed the groups that use it, so one of the two writes loses and
+ * re-reads (docs/dependencies.md, "Deleting"). A dependency being deleted cannot be listed anew:
+ * 409, as its pods are going.
+ */
+async function dependencyGuard(store: Store, group: StoredPodGroup): Promise<{ compares: Compare[]; puts: Op[] }> {
+  const names = [...new Set((group.pod?.dependencies ?? []).map((d) => d.podName))];
+  if (names.length === 0) return noGuard;
+  const compares: Compare[] = [];
+  const puts: Op[] = [];
+  for (const name of names) {
+    const depKey = `${keys.depends}${name}`;
+    const kv = await store.get(depKey);
+    if (kv === null) continue; // not created yet: nothing to delete under the group
+    if ((JSON.parse(kv.value) as { deleting?: unknown }).deleting) {
+      throw notAllowed("DependencyDeleting", `dependency ${name} is being deleted; create it again (or list another) before podgroup ${group.name} uses it`);
+    }
+    compares.push({ key: depKey, target: "modRevision", equals: kv.modRevision });
+    puts.push({ type: "put", key: depKey, value: kv.value });
+  }
+  return { compares, puts };
 }
 
 /** GET's answer: the spec with the controller's status, or a pending status before it has one. */

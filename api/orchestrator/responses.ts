@@ -80,7 +80,7 @@ export const BadRequestSchema = z.object({ code: z.literal("BadRequest"), messag
 export const NotFoundSchema = z.object({ code: z.literal("NotFound"), message: z.string() });
 export const NotAllowedSchema = z.object({
   code: z.literal("NotAllowed"),
-  reason: z.enum(["AlreadyExists", "InsufficientResources", "InUse"]),
+  reason: z.enum(["AlreadyExists", "InsufficientResources", "InUse", "DependencyDeleting"]),
   message: z.string(),
 });
 export const UnavailableSchema = z.object({ code: z.literal("Unavailable"), message: z.string() });

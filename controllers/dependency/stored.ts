@@ -175,6 +175,7 @@ export function readInternal(status: DependencyStatus | undefined): Internal {
       if (typeof v.nextAttemptAt === "number") m.nextAttemptAt = v.nextAttemptAt;
       if (typeof v.nextDeployAt === "number") m.nextDeployAt = v.nextDeployAt;
       if (typeof v.lastExit === "string") m.lastExit = v.lastExit;
+      if (v.lastExitPolicy === "never" || v.lastExitPolicy === "onfail" || v.lastExitPolicy === "always") m.lastExitPolicy = v.lastExitPolicy;
       if (typeof v.lastError === "string") m.lastError = v.lastError;
       slots[k] = m;
     }

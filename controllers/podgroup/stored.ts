@@ -168,6 +168,7 @@ export function readInternal(status: PodGroupStatus | undefined): Internal {
       if (typeof r.nextAttemptAt === "number") rec.nextAttemptAt = r.nextAttemptAt;
       if (typeof r.nextDeployAt === "number") rec.nextDeployAt = r.nextDeployAt;
       if (typeof r.lastExit === "string") rec.lastExit = r.lastExit;
+      if (r.lastExitPolicy === "never" || r.lastExitPolicy === "onfail" || r.lastExitPolicy === "always") rec.lastExitPolicy = r.lastExitPolicy;
       if (typeof r.lastError === "string") rec.lastError = r.lastError;
       if (typeof r.node === "string") rec.node = r.node;
       if (Number.isInteger(r.drift) && r.drift! >= 0) rec.drift = r.drift!;

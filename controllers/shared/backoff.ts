@@ -1,6 +1,7 @@
 // Restart back-off shared by the controllers: attempt n waits initialMs x 2^(n-1), capped at maxMs
 // (1 s doubling to 5 min by default); the failure count starts over once a container has run for
 // resetAfterMs (10 min). Pure.
+import type { RestartPolicy } from "../../api/resources/podgroup.ts";
 
 export interface RestartBackoff {
   initialMs: number;
@@ -42,6 +43,11 @@ export interface RestartRecord {
   nextDeployAt?: number;
   /** `<container id>#<restarts>` of the last exit already counted, so an exit counts once. */
   lastExit?: string;
+  /**
+   * The restart policy lastExit was judged under: a PATCH of the policy judges the same exit
+   * again (an instance that exited under never restarts once the policy is always).
+   */
+  lastExitPolicy?: RestartPolicy;
   /** Why the last deploy or start failed. */
   lastError?: string;
 }

@@ -34,14 +34,16 @@ export function describeExit(e: ExitObservation): string {
 
 /**
  * The record after seeing `exit`: a new exit (not yet counted) is counted as a failure and sets
- * the next attempt time; an exit already counted leaves the record as it is. `restarts` is
- * counted when the restart is made, not here.
+ * the next attempt time; an exit already counted under the same policy leaves the record as it
+ * is; one counted under another policy (a PATCH since) is judged again under the policy in force,
+ * without counting it twice. `restarts` is counted when the restart is made, not here.
  */
 export function countExit<R extends RestartRecord>(record: R, exit: ExitObservation, policy: RestartPolicy, now: number, b: RestartBackoff): R {
-  if (record.lastExit === exit.key) return record;
+  const seen = record.lastExit === exit.key;
+  if (seen && record.lastExitPolicy === policy) return record;
   const ranMs = exit.startedAt !== undefined && exit.finishedAt !== undefined ? exit.finishedAt - exit.startedAt : 0;
-  const failures = (ranMs >= b.resetAfterMs ? 0 : record.failures) + 1;
-  const next: R = { ...record, failures, lastExit: exit.key };
+  const failures = seen ? record.failures : (ranMs >= b.resetAfterMs ? 0 : record.failures) + 1;
+  const next: R = { ...record, failures, lastExit: exit.key, lastExitPolicy: policy };
   if (wantsRestart(policy, exit.exitCode)) {
     // From the exit, not from when we noticed it (an engine clock ahead of ours counts as now).
     const at = Math.min(exit.finishedAt ?? now, now) + restartDelayMs(failures, b);

@@ -142,6 +142,33 @@ describe("refresh: restart policy with back-off", () => {
   });
 });
 
+describe("restart policy changed on an exited instance", () => {
+  it("never -> always restarts it; always -> never leaves the next exit alone", async () => {
+    const name = h.name("policy-patch");
+    await h.put(groupSpec(name, { numInstances: 1, restartPolicy: "never", container: { command: ["sh", "-c", "sleep 1; exit 0"] } }));
+    await h.until("exited under never", async () => {
+      const st = await h.status(name);
+      return st?.pods[0]?.state === "exited" && /restart policy never: not restarted/.test(st.pods[0].lastError) ? st : undefined;
+    }, 20_000);
+    await h.patch(name, (s) => {
+      s.restartPolicy = "always";
+    });
+    const restarted = await h.until("restarted under always", async () => {
+      const st = await h.status(name);
+      return st && st.pods[0]!.restartCount >= 1 ? st : undefined;
+    }, 20_000);
+    expect(restarted.pods[0]!.lastError).not.toMatch(/restart policy never/);
+    await h.patch(name, (s) => {
+      s.restartPolicy = "never";
+    });
+    const stopped = await h.until("exited again under never", async () => {
+      const st = await h.status(name);
+      return st?.pods[0]?.state === "exited" && /restart policy never: not restarted/.test(st.pods[0].lastError) ? st : undefined;
+    }, 20_000);
+    expect(stopped.pods[0]!.restartCount).toBeGreaterThanOrEqual(1);
+  });
+});
+
 describe("tampering", () => {
   it("a container stopped behind our back is restarted (policy always)", async () => {
     const name = h.name("stopped");

@@ -27,6 +27,30 @@ describe("countExit", () => {
     expect(r2).toMatchObject({ failures: 2, nextAttemptAt: 14_100 });
   });
 
+  it("judges an exit again when the policy changes, without counting it twice (every transition)", () => {
+    const policies = ["never", "onfail", "always"] as const;
+    for (const code of [0, 3]) {
+      for (const from of policies) {
+        for (const to of policies) {
+          const e = { ...exit, exitCode: code };
+          const before = countExit<RestartRecord>({ restarts: 0, failures: 0 }, e, from, 11_500, b);
+          const after = countExit(before, e, to, 20_000, b);
+          const what = `exit ${code}, ${from} -> ${to}`;
+          expect(after.failures, what).toBe(1);
+          expect(after.nextAttemptAt !== undefined, what).toBe(wantsRestart(to, code));
+          if (from === to) expect(after, what).toBe(before);
+          else expect(after.lastError, what).toContain(wantsRestart(to, code) ? "restart 1 at" : `restart policy ${to}: not restarted`);
+        }
+      }
+    }
+    // A record written before the policy was kept (no lastExitPolicy) is judged once more, then kept.
+    const old: RestartRecord = { restarts: 0, failures: 1, lastExit: exit.key, lastError: "x" };
+    const judged = countExit(old, { ...exit, exitCode: 0 }, "always", 20_000, b);
+    expect(judged).toMatchObject({ failures: 1, lastExitPolicy: "always" });
+    expect(judged.nextAttemptAt).toBeDefined();
+    expect(countExit(judged, { ...exit, exitCode: 0 }, "always", 30_000, b)).toBe(judged);
+  });
+
   it("starts the back-off over after a run of resetAfterMs", () => {
     const long = { ...exit, startedAt: 0, finishedAt: b.resetAfterMs };
     expect(countExit({ restarts: 7, failures: 9 }, long, "always", b.resetAfterMs, b)).toMatchObject({ failures: 1, nextAttemptAt: b.resetAfterMs + 1_000 });
