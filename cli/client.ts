@@ -5,6 +5,7 @@ import type { DriftAccepted } from "../api/orchestrator/node-schemas.ts";
 import type { NodeRecord } from "../api/resources/node.ts";
 import type { DependencyWithStatus } from "../api/resources/dependency.ts";
 import type { PodGroupSpec, PodGroupWithSpec, PodSpec, RestartPolicy } from "../api/resources/podgroup.ts";
+import { LineSplitter } from "../adapters/cluster/ndjson.ts";
 import { ApiError, HttpClient, query, type CaBundle } from "./http-client.ts";
 
 export { ApiError, ServerUnreachableError } from "./http-client.ts";
@@ -13,6 +14,27 @@ export { ApiError, ServerUnreachableError } from "./http-client.ts";
 export interface Accepted {
   message: string;
   checkUrl: string;
+}
+
+/** One record of GET /api/podgroups/logs (NDJSON): a line, or a failure to read a container's log. */
+export interface LogEntry {
+  instance: number;
+  container: number;
+  node: string;
+  stream?: "stdout" | "stderr";
+  /** With timestamps only. */
+  time?: string;
+  line?: string;
+  error?: string;
+}
+
+export interface LogsQuery {
+  instance?: number;
+  follow?: boolean;
+  tail?: number;
+  /** A duration (10m) or an RFC 3339 time, as the server takes it. */
+  since?: string;
+  timestamps?: boolean;
 }
 
 export interface ClientOptions {
@@ -88,6 +110,38 @@ export class OrchestratorClient {
     const body = await this.request("GET", "/api/depends/_all");
     if (!Array.isArray(body)) throw new ApiError(200, "BadAnswer", "GET /api/depends/_all did not answer a list");
     return (body as DependencyWithStatus[]).sort((a, b) => a.spec.name.localeCompare(b.spec.name));
+  }
+
+  /**
+   * A PodGroup's logs (GET /api/podgroups/logs, as NDJSON), record by record as they arrive.
+   * Opening is bounded by the request timeout (plus the server's own opening time); after that
+   * `signal` ends the stream (a follow stream lasts until then, or until the containers stop).
+   */
+  async *logs(name: string, q: LogsQuery, signal: AbortSignal): AsyncGenerator<LogEntry, void, undefined> {
+    const params = query({
+      name,
+      instance: q.instance?.toString(),
+      follow: q.follow ? "true" : undefined,
+      tail: q.tail?.toString(),
+      since: q.since,
+      timestamps: q.timestamps ? "true" : undefined,
+    });
+    // The orchestrator answers once it has opened every container's log, each bounded by the
+    // engines' read timeout (10 s): wait that long beyond the request timeout.
+    const body = await this.http.stream(`/api/podgroups/logs?${params}`, "application/x-ndjson", signal, 10_000);
+    // A record is a line of at most 1 MiB, JSON-escaped: allow for the escapes.
+    const lines = new LineSplitter(8 << 20);
+    for await (const chunk of body) {
+      for (const text of lines.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength))) {
+        let entry: LogEntry;
+        try {
+          entry = JSON.parse(text) as LogEntry;
+        } catch {
+          throw new ApiError(200, "BadAnswer", `GET /api/podgroups/logs answered a line that is not JSON: ${text.slice(0, 200)}`);
+        }
+        yield entry;
+      }
+    }
   }
 
   private async request(method: string, path: string, body?: unknown): Promise<unknown> {

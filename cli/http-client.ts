@@ -1,9 +1,11 @@
 // The HTTP plumbing every client command shares (orchestrator, console, secrets service): JSON in
 // and out, an access token when there is one, a timeout on every request (AbortSignal.timeout) so a
-// hung server never hangs the command, and typed failures: ApiError is an answer of the server (its
-// status and the code, reason, message and details of its error body; the console's and the secrets
-// service's `error` field too), ServerUnreachableError is no answer at all (refused, timed out),
-// ServerCertificateError an HTTPS server whose certificate does not verify.
+// hung server never hangs the command (a streamed answer, such as logs, is bounded until its
+// headers arrive; then its caller's signal ends it), and typed failures: ApiError is an answer of
+// the server (its status and the code, reason, message and details of its error body; the
+// console's and the secrets service's `error` field too), ServerUnreachableError is no answer at
+// all (refused, timed out, broken off), ServerCertificateError an HTTPS server whose certificate
+// does not verify.
 //
 // HTTPS: the server's certificate is verified with the system roots, or with the CA of `ca` instead
 // (-ca FILE, CAPSTAN_CA or `ca:` in ~/.capstan/config.yaml; client-config.ts). There is no way to
@@ -127,16 +129,68 @@ export class HttpClient {
       if (parsed === undefined && text.trim() !== "") throw new ApiError(res.status, "BadAnswer", `${method} ${path} answered ${res.status} without JSON`);
       return parsed;
     }
-    const err = (parsed ?? {}) as { code?: unknown; message?: unknown; error?: unknown; reason?: unknown; details?: unknown };
-    const message = typeof err.message === "string" ? err.message : typeof err.error === "string" ? err.error : text.trim().slice(0, 500) || res.statusText;
-    throw new ApiError(
-      res.status,
-      typeof err.code === "string" ? err.code : `HTTP ${res.status}`,
-      message,
-      typeof err.reason === "string" ? err.reason : undefined,
-      Array.isArray(err.details) ? err.details.map(detailOf) : undefined,
-    );
+    throw apiErrorOf(res.status, res.statusText, text);
   }
+
+  /**
+   * GET a streamed answer (`accept` names its type): resolves once the answer's headers arrived,
+   * which the request timeout bounds, plus `graceMs` for a server that first opens streams of its
+   * own (the orchestrator takes up to its engines' 10 s read timeout before it answers logs); an
+   * error status is an ApiError, as with request(). The body has no overall timeout: `signal` ends
+   * it (and the request, while it is still waiting).
+   */
+  async stream(path: string, accept: string, signal: AbortSignal, graceMs = 0): Promise<AsyncIterable<Uint8Array>> {
+    const headers: Record<string, string> = { accept };
+    if (this.token !== undefined) headers["access-token"] = this.token;
+    const ac = new AbortController();
+    const stop = () => ac.abort(signal.reason);
+    signal.addEventListener("abort", stop, { once: true });
+    if (signal.aborted) stop();
+    let timedOut = false;
+    const timeoutMs = this.requestTimeoutMs + graceMs;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      ac.abort(new Error("timed out"));
+    }, timeoutMs);
+    try {
+      const res = await fetch(this.server + path, { method: "GET", headers, signal: ac.signal, dispatcher: dispatcherFor(this.ca), redirect: "error" });
+      if (!res.ok) throw apiErrorOf(res.status, res.statusText, await res.text());
+      clearTimeout(timer);
+      // The listener on `signal` stays: aborting ends the body as it ends the request.
+      return this.body(res.body, signal);
+    } catch (e) {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", stop);
+      if (e instanceof ApiError || (signal.aborted && !timedOut)) throw e;
+      const reason = timedOut ? `no answer within ${timeoutMs} ms` : reasonOf(e, timeoutMs, this.server);
+      throw certificateError(e, this.server, this.component, this.ca) ?? new ServerUnreachableError(this.server, reason, this.component);
+    }
+  }
+
+  /** A streamed body whose break (the server went away mid-answer) is a ServerUnreachableError. */
+  private async *body(body: AsyncIterable<Uint8Array> | null, signal: AbortSignal): AsyncGenerator<Uint8Array, void, undefined> {
+    if (body === null) return;
+    try {
+      yield* body;
+    } catch (e) {
+      if (signal.aborted) throw e;
+      throw new ServerUnreachableError(this.server, `the answer broke off (${reasonOf(e, this.requestTimeoutMs, this.server)})`, this.component);
+    }
+  }
+}
+
+/** The ApiError of an error answer: the code, message, reason and details of its body. */
+function apiErrorOf(status: number, statusText: string, text: string): ApiError {
+  const parsed = parseJson(text);
+  const err = (parsed ?? {}) as { code?: unknown; message?: unknown; error?: unknown; reason?: unknown; details?: unknown };
+  const message = typeof err.message === "string" ? err.message : typeof err.error === "string" ? err.error : text.trim().slice(0, 500) || statusText;
+  return new ApiError(
+    status,
+    typeof err.code === "string" ? err.code : `HTTP ${status}`,
+    message,
+    typeof err.reason === "string" ? err.reason : undefined,
+    Array.isArray(err.details) ? err.details.map(detailOf) : undefined,
+  );
 }
 
 /** `a=1&b=2`, leaving out undefined values. */

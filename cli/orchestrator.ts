@@ -56,7 +56,7 @@ export function installOrchestrator(ctx: ServeContext, settings: OrchestratorSet
   manager.addInformer(nodes).addInformer(specs).addInformer(statuses);
   const podGroups = new InformerView(specs, (e) => e.api);
   const podGroupStatuses = new InformerView(statuses, (e) => e.api);
-  manager.app.route("/", createPodGroupApi({ store, nodes, podGroups, podGroupStatuses, log, access }));
+  manager.app.route("/", createPodGroupApi({ store, nodes, podGroups, podGroupStatuses, log, access, cluster }));
   manager.app.route("/", createDependsApi({ store, nodes, log, access }));
   manager.app.route("/", createNodesApi({ store, nodes, podGroups, log, access }));
 

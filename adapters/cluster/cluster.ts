@@ -1,12 +1,16 @@
 // The cluster contract: exactly the capabilities the platform spec requires of a cluster manager
 // (node resources; list containers with all/size/filters; create, start, stop with timeout, inspect,
 // remove with force and volumes, rename; events subscribe/unsubscribe; network info; env patch, the
-// latter a pure function in env.ts; image presence and pull), addressed per node. Controllers program against this interface
-// and these shapes, never against dockerode's types: one implementation (DockerCluster) speaks the
-// Docker Engine API, and tests of pure logic can stand in their own.
+// latter a pure function in env.ts; image presence and pull), plus container logs, addressed per
+// node. Controllers program against this interface and these shapes, never against dockerode's
+// types: one implementation (DockerCluster) speaks the Docker Engine API, and tests of pure logic
+// can stand in their own.
 //
 // Every call is bounded: it takes an optional AbortSignal and the implementation applies its own
 // per-call timeout on top (see DockerClusterOptions). Errors are the typed errors of errors.ts.
+import type { LogFrame } from "./logs.ts";
+
+export type { LogFrame, LogStreamName } from "./logs.ts";
 
 /** A container on a node. `id` is the engine's container id or the container's name. */
 export interface ContainerRef {
@@ -128,6 +132,8 @@ export interface CreateSpec {
   stopSignal?: string;
   /** Seconds the engine waits after stopSignal before SIGKILL when no stop timeout is given. */
   stopTimeoutSeconds?: number;
+  /** Give the container a terminal: its stdout and stderr become one raw stream (see logs). */
+  tty?: boolean;
 }
 
 export interface NetworkAttachment {
@@ -296,6 +302,40 @@ export interface PullOptions extends CallOptions {
   timeoutMs?: number;
 }
 
+export interface LogOptions extends CallOptions {
+  /**
+   * Keep the stream open and deliver new output as it is written, until the container stops or the
+   * signal aborts. Such a stream has no overall timeout; only opening it is bounded.
+   */
+  follow?: boolean;
+  /** Only the last `tail` lines the engine holds (stdout and stderr together); absent = all. */
+  tail?: number;
+  /** Only output written at or after this time: milliseconds since the epoch (fractions kept to the microsecond). */
+  since?: number;
+  /**
+   * Each message starts with the engine's time of it and a space: RFC 3339 in UTC with nine
+   * fractional digits ("2026-11-23T01:05:11.768123456Z "). Without a TTY every frame is one message.
+   */
+  timestamps?: boolean;
+  /** Which streams to read (default both; at least one). */
+  stdout?: boolean;
+  stderr?: boolean;
+  /** Overrides the whole-read timeout of a stream without follow (DockerClusterOptions.logsTimeoutMs). */
+  timeoutMs?: number;
+}
+
+/**
+ * A container's log, read once: each item is the frames of one chunk the engine sent. Iterate it
+ * to the end, break out of the loop, or abort the call's signal: each of them closes the engine's
+ * stream (a follow stream stays open otherwise). Breaking out or aborting ends it at once, even
+ * while a follow stream is waiting for output. A failure while reading is a typed error of
+ * errors.ts (an abort rejects with the signal's reason).
+ */
+export interface LogStream extends AsyncIterable<LogFrame[]> {
+  /** The container has a TTY: one raw stream, every frame "stdout", chunk boundaries arbitrary. */
+  readonly tty: boolean;
+}
+
 export interface Cluster {
   /** Node resources of every node, in cluster spec order; an unreachable node is reported as such. */
   nodes(options?: CallOptions): Promise<NodeResources[]>;
@@ -335,4 +375,12 @@ export interface Cluster {
    * (unknown repository or tag, unauthorized) is the error's message, with the image and node.
    */
   pullImage(node: string, image: string, options?: PullOptions): Promise<void>;
+  /**
+   * Opens the container's log (the engine's GET /containers/{id}/logs): resolves once the engine
+   * answered, within the read timeout, with its frames demultiplexed (stdout and stderr told apart
+   * unless the container has a TTY). NotFoundError when there is no such container. Without
+   * `follow`, the whole read is bounded by the logs timeout; with it, only the opening is, and the
+   * stream lasts until the container stops, the consumer stops, or the signal aborts.
+   */
+  logs(ref: ContainerRef, options?: LogOptions): Promise<LogStream>;
 }

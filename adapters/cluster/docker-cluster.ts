@@ -15,6 +15,8 @@ import type {
   CreateSpec,
   EventHandler,
   ListOptions,
+  LogOptions,
+  LogStream,
   NetworkInfo,
   NodeResources,
   PullOptions,
@@ -26,6 +28,7 @@ import type {
 import { ClusterError, EngineError, InvalidRequestError, NotFoundError, NotModifiedError } from "./errors.ts";
 import { Engine, tlsFailure, toClusterError, type EngineLimits, type EngineTls } from "./engine.ts";
 import { watchEvents, type EventSource, type EventStreamOptions } from "./events.ts";
+import { dialLogs, LogCall, logQuery } from "./log-stream.ts";
 import {
   checkContainerName,
   toCreateBody,
@@ -46,6 +49,12 @@ export interface DockerClusterOptions extends Partial<EngineLimits> {
   defaultStopSeconds?: number;
   /** Timeout of an image pull once it holds a write slot, ms (default 10 min: pulls are long). */
   pullTimeoutMs?: number;
+  /**
+   * Timeout of a whole log read without follow, ms (default 60 s: a long log to a slow reader takes
+   * longer than a read's 10 s). Opening any log read is bounded by readTimeoutMs; a follow stream
+   * has no overall timeout.
+   */
+  logsTimeoutMs?: number;
   networkManager?: NetworkManager;
   /** Event stream tuning (connect timeout, back-off, line limit, clock, logger). */
   events?: EventStreamOptions;
@@ -86,11 +95,14 @@ export const defaultEngineLimits: EngineLimits = {
 
 export const defaultPullTimeoutMs = 600_000;
 
+export const defaultLogsTimeoutMs = 60_000;
+
 export class DockerCluster implements Cluster {
   private readonly engines = new Map<string, Engine>();
   private readonly networkManager: NetworkManager;
   private readonly defaultStopSeconds: number;
   private readonly pullTimeoutMs: number;
+  private readonly logsTimeoutMs: number;
   private readonly eventOptions: EventStreamOptions;
 
   constructor(endpoints: ClusterEndpoint[], options: DockerClusterOptions = {}) {
@@ -113,6 +125,8 @@ export class DockerCluster implements Cluster {
     this.defaultStopSeconds = options.defaultStopSeconds ?? 10;
     this.pullTimeoutMs = options.pullTimeoutMs ?? defaultPullTimeoutMs;
     if (!(this.pullTimeoutMs > 0)) throw new RangeError(`pullTimeoutMs must be > 0 (got ${this.pullTimeoutMs})`);
+    this.logsTimeoutMs = options.logsTimeoutMs ?? defaultLogsTimeoutMs;
+    if (!(this.logsTimeoutMs > 0)) throw new RangeError(`logsTimeoutMs must be > 0 (got ${this.logsTimeoutMs})`);
     this.eventOptions = { logger: options.logger, ...options.events };
   }
 
@@ -304,6 +318,42 @@ export class DockerCluster implements Cluster {
         await followPull(stream, signal, tracker, options.onProgress, (message) => new EngineError(`pullImage ${image} on ${node}: ${message}`, node, image, "pullImage", 500));
       },
     });
+  }
+
+  async logs(ref: ContainerRef, options: LogOptions = {}): Promise<LogStream> {
+    const engine = this.engine(ref.node, "logs");
+    const query = logQuery(ref, options);
+    const timeoutMs = options.follow ? undefined : (options.timeoutMs ?? this.logsTimeoutMs);
+    if (timeoutMs !== undefined && !(timeoutMs > 0)) {
+      throw new InvalidRequestError(`logs timeout must be > 0 ms (got ${timeoutMs})`, ref.node, ref.id, "logs");
+    }
+    const call = new LogCall(ref, options.signal, timeoutMs);
+    // Opening (both requests, up to the engine's answer) is one read's time, not two.
+    const openBy = Date.now() + engine.limits.readTimeoutMs;
+    try {
+      // The engine's answer does not say whether it is multiplexed (API 1.42 adds a content type;
+      // engines before it do not), the container's TTY setting does.
+      const info = await engine.read({
+        op: "logs",
+        ref: ref.id,
+        signal: call.signal,
+        missing: "container",
+        run: (d, signal) => d.getContainer(ref.id).inspect({ abortSignal: signal }),
+      });
+      const body = await engine.read({
+        op: "logs",
+        ref: ref.id,
+        signal: call.signal,
+        missing: "container",
+        timeoutMs: Math.max(1, openBy - Date.now()),
+        run: (d, signal) => dialLogs(d, ref.id, query, signal),
+      });
+      return call.stream(body, info.Config?.Tty === true);
+    } catch (err) {
+      const failure = call.failure(err);
+      call.close();
+      throw failure;
+    }
   }
 
   subscribe(handler: EventHandler, options: SubscribeOptions = {}): Subscription {

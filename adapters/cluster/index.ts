@@ -1,7 +1,7 @@
 // The cluster adapter's public surface. Other code imports from here, not from the files behind it.
 export type * from "./cluster.ts";
 export { ArchiveInputError, buildTar, type ArchiveFile } from "./archive.ts";
-export { DockerCluster, defaultEngineLimits, type DockerClusterOptions } from "./docker-cluster.ts";
+export { DockerCluster, defaultEngineLimits, defaultLogsTimeoutMs, type DockerClusterOptions } from "./docker-cluster.ts";
 export { patchEnv } from "./env.ts";
 export {
   ClusterError,
@@ -13,6 +13,7 @@ export {
   NotModifiedError,
 } from "./errors.ts";
 export { defaultEventBackoff, type EventStreamOptions } from "./events.ts";
+export { Demultiplexer, LogFormatError } from "./logs.ts";
 export { noopNetworkManager, type NetworkManager } from "./network.ts";
 export {
   capstanLabelPrefix,

@@ -87,6 +87,7 @@ export function toCreateBody(node: string, name: string, spec: CreateSpec): Dock
   if (spec.stopSignal !== undefined) body.StopSignal = spec.stopSignal;
   if (spec.stopTimeoutSeconds !== undefined) body.StopTimeout = spec.stopTimeoutSeconds;
   if (spec.expose?.length) body.ExposedPorts = exposed;
+  if (spec.tty) body.Tty = true;
   return body;
 }
 

@@ -9,12 +9,13 @@ import { DriftAcceptedSchema, DriftQuery, NodeSchema } from "./node-schemas.ts";
 import { DependsDeleteQuery, DependsGetQuery } from "./depends.ts";
 import { DependencyPodStatusSchema, DependencyWithStatusSchema, StoredDependencySchema } from "./depends-schemas.ts";
 import { DependencySpec } from "../resources/dependency.ts";
-import { DeleteQuery, GetQuery, ReplicaQuery } from "./queries.ts";
+import { DeleteQuery, GetQuery, LogsQuery, ReplicaQuery } from "./queries.ts";
 import {
   AcceptedSchema,
   BadRequestSchema,
   ContainerStatusSchema,
   InternalErrorSchema,
+  LogRecordSchema,
   NotAllowedSchema,
   NotFoundSchema,
   PodGroupWithSpecSchema,
@@ -150,6 +151,24 @@ function buildPaths(): JsonObject {
           },
         },
       },
+      "/api/podgroups/logs": {
+        get: {
+          operationId: "podGroupLogs",
+          summary:
+            "A PodGroup's container logs, streamed: one instance, or every instance merged (by time; with follow=true as lines arrive). " +
+            "text/plain lines `INSTANCE@NODE STREAM [TIME ]LINE` (STREAM stdout, stderr or error), or with Accept: application/x-ndjson one LogRecord per line",
+          parameters: queryParameters(LogsQuery),
+          responses: {
+            "200": {
+              description: "The lines, streamed; with follow=true until the client disconnects or the containers stop",
+              content: { "text/plain": { schema: { type: "string" } }, "application/x-ndjson": { schema: ref("LogRecord") } },
+            },
+            ...pick("400", "500"),
+            "404": answer("No PodGroup of that name, no such instance, an instance without a container, or containers the engines no longer have", "NotFound"),
+            "503": answer("The store did not answer in time, or no container's log could be read (the message says why); retry", "Unavailable"),
+          },
+        },
+      },
       "/api/nodes": {
         get: {
           operationId: "listNodes",
@@ -228,6 +247,7 @@ function buildPaths(): JsonObject {
             NotAllowed: NotAllowedSchema,
             Unavailable: UnavailableSchema,
             InternalError: InternalErrorSchema,
+            LogRecord: LogRecordSchema,
             Node: NodeSchema,
             DriftAccepted: DriftAcceptedSchema,
             DependencyWithStatus: DependencyWithStatusSchema,

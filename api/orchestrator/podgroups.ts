@@ -2,7 +2,8 @@
 // A thin Hono app: parse and validate, check feasibility against the informer caches, write the
 // desired spec (or a refresh task) in one store transaction, answer. GETs answer from the informer
 // caches (PodGroupReader: read-your-own-writes on this replica, store reads when a cache is behind).
-// It never calls Docker; the PodGroup controller converges the engines to what is written here.
+// It never calls Docker, logs aside (they are only on the engines: logs.ts); the PodGroup controller
+// converges the engines to what is written here.
 //
 // Every call needs a credential (docs/security.md): reads need read on the group's namespace (its
 // app), writes need write on it, and host access (binds, networks, log drivers) is an admin's.
@@ -11,6 +12,7 @@
 //
 //   GET    /api/podgroups?name=&force_update=             200 PodGroupWithSpec | 400 | 404
 //   GET    /api/podgroups/_all                            200 PodGroupWithSpec[]
+//   GET    /api/podgroups/logs?name=&instance=&follow=&tail=&since=&timestamps=   200 a stream of lines | 400 | 404 | 503
 //   POST   /api/podgroups            PodGroupSpec         202 | 400 | 409 AlreadyExists / InsufficientResources
 //   DELETE /api/podgroups?name=                           202 | 400 | 404
 //   PATCH  /api/podgroups?name=&cmd=replica&num_instances=&restart_policy=   202 | 400 | 404 | 409
@@ -20,7 +22,7 @@
 // Input is validated completely before the store is touched, so a 400 never leaves a trace.
 import { isDeepStrictEqual } from "node:util";
 import { Hono, type Context } from "hono";
-import { parsePlacementFilter, type PlacementFilter } from "../../adapters/cluster/index.ts";
+import { parsePlacementFilter, type Cluster, type PlacementFilter } from "../../adapters/cluster/index.ts";
 import type { Store } from "../../adapters/store/store.ts";
 import type { Informer } from "../../runtime/informer.ts";
 import { auditObject, may, requireApp, requireHostAccess, requireOwnDependencies, requireOwnName, seesAllApps, type ApiAccess, type Principal } from "../auth/index.ts";
@@ -31,7 +33,8 @@ import { PodGroupSpecInput, PodSpecInput, type PodGroupSpec, type PodSpec, type 
 import { DemandIndex } from "./demand.ts";
 import { checkFeasibility, type GroupShape } from "./feasibility.ts";
 import { openApiDocument } from "./openapi.ts";
-import { DeleteQuery, GetQuery, PatchQuery, ReplicaQuery } from "./queries.ts";
+import { logsResponse, logTargets } from "./logs.ts";
+import { DeleteQuery, GetQuery, LogsQuery, PatchQuery, ReplicaQuery } from "./queries.ts";
 import type { CachedStatus } from "./informers.ts";
 import { createPodGroup, PodGroupReader, requestRefresh, updatePodGroup } from "./records.ts";
 
@@ -45,6 +48,8 @@ export interface PodGroupApiOptions {
   log?: Logger;
   /** Who may call, and the host-access rules. */
   access: ApiAccess;
+  /** The engines, for GET /api/podgroups/logs (without it, that path is not served). */
+  cluster?: Cluster;
 }
 
 const checkUrlOf = (name: string) => `/api/podgroups?name=${encodeURIComponent(name)}`;
@@ -90,6 +95,23 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
     }
     return c.json(group);
   });
+
+  const cluster = opts.cluster;
+  if (cluster !== undefined) {
+    // Reading logs is reading the group: whoever may GET it may read its containers' output
+    // (docs/security.md, "Roles").
+    app.get("/api/podgroups/logs", async (c) => {
+      const who = await gate.authenticate(c);
+      const q = parseQuery(c, LogsQuery);
+      const group = await reader.get(q.name);
+      if (group === null) throw notFound(`podgroup ${q.name} not found`);
+      requireApp(who, "read", group.spec.namespace);
+      const targets = logTargets(group, q.instance);
+      if ("notFound" in targets) throw notFound(targets.notFound);
+      if ("tooMany" in targets) throw invalid("query parameters", [{ path: "instance", message: targets.tooMany }]);
+      return logsResponse(c, group, targets, q, { cluster, log });
+    });
+  }
 
   app.post("/api/podgroups", async (c) => {
     const who = await gate.authenticate(c);

@@ -3,6 +3,7 @@
 import { z } from "zod";
 import { queryBoolean, queryCount } from "../http/index.ts";
 import { Name, PodGroupSpec, restartPolicies, type RestartPolicy } from "../resources/podgroup.ts";
+import { parseSince } from "./log-lines.ts";
 
 const maxInstances = PodGroupSpec.shape.numInstances.maxValue ?? 1000;
 
@@ -28,4 +29,26 @@ export const PatchQuery = z.object({
 export const ReplicaQuery = PatchQuery.extend({
   num_instances: queryCount(maxInstances).describe(`cmd=replica: the new number of instances (0..${maxInstances}); required`),
   restart_policy: restartPolicyParam.optional().describe("cmd=replica: never, always or onfail (or 0, 1, 2); unchanged when absent"),
+});
+
+/** The most lines `tail` asks for per container (the engine reads a log backwards for them). */
+export const maxLogTail = 1_000_000;
+
+/** A duration ago (10m) or an RFC 3339 time, as milliseconds since the epoch, read at request time. */
+const sinceParam = z.string().transform((text, ctx) => {
+  const since = parseSince(text, Date.now());
+  if ("error" in since) {
+    ctx.addIssue({ code: "custom", message: since.error });
+    return z.NEVER;
+  }
+  return since.ms;
+});
+
+export const LogsQuery = z.object({
+  name: Name.describe("PodGroup name"),
+  instance: queryCount(maxInstances).optional().describe("one instance (its instanceNo); absent: every instance, merged"),
+  follow: queryBoolean.optional().describe("true: keep streaming new lines until the client disconnects (or the containers stop)"),
+  tail: queryCount(maxLogTail).optional().describe("only the last N lines of each container; absent: all"),
+  since: sinceParam.optional().describe("only lines since a duration ago (10m, 1h30m) or since an RFC 3339 time (2026-11-23T01:00:00Z)"),
+  timestamps: queryBoolean.optional().describe("true: show each line's time (RFC 3339, UTC, nanoseconds)"),
 });

@@ -74,6 +74,20 @@ export const AcceptedSchema = z.object({
   checkUrl: z.string().describe("GET it to follow the change, e.g. /api/podgroups?name=web"),
 });
 
+/**
+ * One record of GET /api/podgroups/logs with Accept: application/x-ndjson: a line of a container's
+ * stdout or stderr, or a failure to read that container's log (then `error`, and no line).
+ */
+export const LogRecordSchema = z.object({
+  instance: z.number().int().describe("The instance (instanceNo) the line comes from"),
+  container: z.number().int().describe("The container's index in the pod (0 for the first)"),
+  node: z.string().describe("The node the container runs on"),
+  stream: z.enum(["stdout", "stderr"]).optional().describe("Which stream; a container with a TTY has only stdout. Absent on a failure"),
+  time: z.string().optional().describe("The engine's time of the line (RFC 3339, UTC, nine fractional digits); only with timestamps=true"),
+  line: z.string().optional().describe("The line, without its line end. Absent on a failure"),
+  error: z.string().optional().describe("Only on a failure: why this container's log could not be read (further); the others go on"),
+});
+
 const Detail = z.object({ path: z.string().describe("The field or parameter, e.g. pod.containers[0].image"), message: z.string() });
 
 export const BadRequestSchema = z.object({ code: z.literal("BadRequest"), message: z.string(), details: z.array(Detail) });

@@ -5,6 +5,7 @@
 import { serve, type ServerType } from "@hono/node-server";
 import type { AddressInfo } from "node:net";
 import { expect } from "vitest";
+import type { Cluster } from "../../../adapters/cluster/index.ts";
 import { EtcdStore } from "../../../adapters/store/etcd.ts";
 import { orchestratorInformers, type OrchestratorInformers } from "../../../api/orchestrator/informers.ts";
 import { createPodGroupApi } from "../../../api/orchestrator/podgroups.ts";
@@ -25,7 +26,11 @@ export class ApiHarness {
   private server: ServerType | undefined;
   base = "";
 
-  constructor(readonly run: string) {
+  /** With `cluster`, the API also serves GET /api/podgroups/logs from it. */
+  constructor(
+    readonly run: string,
+    private readonly cluster?: Cluster,
+  ) {
     this.store = new EtcdStore({ endpoints: loadServices().etcdEndpoints });
     this.informers = orchestratorInformers(this.store);
   }
@@ -34,7 +39,7 @@ export class ApiHarness {
     this.informers.nodes.start();
     this.informers.podGroups.start();
     await Promise.all([this.informers.nodes.waitForSync(), this.informers.podGroups.waitForSync()]);
-    const app = createPodGroupApi({ store: this.store, ...this.informers, access: openAccess });
+    const app = createPodGroupApi({ store: this.store, ...this.informers, access: openAccess, ...(this.cluster && { cluster: this.cluster }) });
     await new Promise<void>((resolve) => {
       this.server = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0 }, (info: AddressInfo) => {
         this.base = `http://127.0.0.1:${info.port}`;

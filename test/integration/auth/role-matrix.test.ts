@@ -105,6 +105,7 @@ const rows: Row[] = [
     },
   },
   { what: "GET /api/podgroups?name=", expect: readA, request: () => ({ method: "GET", path: `/api/podgroups?name=${appA}.g` }), touches: () => [] },
+  { what: "GET /api/podgroups/logs?name= (logs are a read)", expect: readA, request: () => ({ method: "GET", path: `/api/podgroups/logs?name=${appA}.g` }), touches: () => [] },
   {
     what: "GET /api/podgroups?force_update=true (a refresh task is a write)",
     expect: { ...writeA(200), viewerA: 403, sync: 403 },

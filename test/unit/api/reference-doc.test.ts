@@ -35,7 +35,7 @@ describe("docs/api-reference.md", () => {
     expect(firstColumn(text).sort()).toEqual((op.parameters ?? []).map((p) => p.name).sort());
   });
 
-  it.each(["PodGroupSpec", "PodSpec", "ContainerSpec", "PodGroupWithSpec", "PodStatus", "ContainerStatus", "Accepted"])(
+  it.each(["PodGroupSpec", "PodSpec", "ContainerSpec", "PodGroupWithSpec", "PodStatus", "ContainerStatus", "Accepted", "LogRecord"])(
     "lists exactly the fields of %s",
     (name) => {
       const fields = Object.keys(api.components.schemas[name]?.properties ?? {});

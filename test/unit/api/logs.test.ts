@@ -1,0 +1,212 @@
+// PodGroup logs without an engine: frames to lines (api/orchestrator/log-lines.ts), `since`, the two
+// wire formats, the merges (log-merge.ts) and which containers a request reads (logs.ts).
+import { describe, expect, it } from "vitest";
+import type { LogFrame } from "../../../adapters/cluster/index.ts";
+import { LineAssembler, ndjsonRecord, parseSince, prefixOf, textRecord, type LogLine, type LogRecord } from "../../../api/orchestrator/log-lines.ts";
+import { mergeByArrival, mergeByTime } from "../../../api/orchestrator/log-merge.ts";
+import { logTargets, maxLogStreams } from "../../../api/orchestrator/logs.ts";
+import type { PodGroupWithSpec, PodStatus } from "../../../api/resources/podgroup.ts";
+
+const src = { instance: 1, container: 0, node: "n2" };
+const t = (n: number) => `2026-11-23T01:05:11.${String(n).padStart(9, "0")}Z`;
+const out = (text: string): LogFrame => ({ stream: "stdout", data: Buffer.from(text, "utf8") });
+const err = (text: string): LogFrame => ({ stream: "stderr", data: Buffer.from(text, "utf8") });
+const lines = (rs: LogRecord[]) => rs.map((r) => ("error" in r ? `error:${r.error}` : `${r.stream}|${r.time}|${r.line}`));
+
+describe("LineAssembler", () => {
+  it("takes each line's time from the engine's prefix and keeps stdout and stderr apart", () => {
+    const a = new LineAssembler(src, { framed: true });
+    const got = a.push([out(`${t(1)} one\n`), err(`${t(2)} oops\n`), out(`${t(3)} \n`), out(`${t(4)} two\n`)]);
+    expect(lines(got)).toEqual([`stdout|${t(1)}|one`, `stderr|${t(2)}|oops`, `stdout|${t(3)}|`, `stdout|${t(4)}|two`]);
+    expect(got[0]).toMatchObject(src);
+  });
+
+  it("joins a message the engine split into frames, dropping the later frames' timestamps", () => {
+    const a = new LineAssembler(src, { framed: true });
+    expect(a.push([out(`${t(1)} first half, `), err(`${t(2)} other\n`)])).toHaveLength(1);
+    expect(lines(a.push([out(`${t(3)} second half\n`)]))).toEqual([`stdout|${t(1)}|first half, second half`]);
+  });
+
+  it("in a TTY's raw stream, splits lines wherever the chunks fall, drops the \\r, keeps multi-byte characters", () => {
+    const text = `${t(1)} héllo 😀\r\n${t(2)} bye\r\n`;
+    const bytes = Buffer.from(text, "utf8");
+    for (let i = 0; i <= bytes.length; i++) {
+      const a = new LineAssembler(src, { framed: false });
+      const got = [...a.push([{ stream: "stdout", data: bytes.subarray(0, i) }]), ...a.push([{ stream: "stdout", data: bytes.subarray(i) }])];
+      expect(lines(got), `cut at ${i}`).toEqual([`stdout|${t(1)}|héllo 😀`, `stdout|${t(2)}|bye`]);
+    }
+  });
+
+  it("passes an unfinished line on at the end, and holds no more of one than the limit", () => {
+    const a = new LineAssembler(src, { framed: false, maxLineBytes: 45 });
+    const got = a.push([out(`${t(1)} ${"x".repeat(70)}`)]);
+    expect(got.map((r) => (r as LogLine).line)).toEqual(["x".repeat(45 - 31), "x".repeat(45)]);
+    expect(got.every((r) => r.time === t(1))).toBe(true);
+    expect(a.push([err(`${t(2)} no newline`)])).toEqual([]);
+    expect(lines(a.end())).toEqual([`stdout|${t(1)}|${"x".repeat(11)}`, `stderr|${t(2)}|no newline`]);
+  });
+
+  it("converts an offset time to UTC and keeps a line without a timestamp at the last time", () => {
+    const a = new LineAssembler(src, { framed: false });
+    const got = a.push([out("2026-11-23T02:05:11.5+01:00 one\nbare\n")]);
+    expect(lines(got)).toEqual(["stdout|2026-11-23T01:05:11.500000000Z|one", "stdout|2026-11-23T01:05:11.500000000Z|bare"]);
+  });
+
+  it("turns the engine's own error frame into a failure record", () => {
+    const a = new LineAssembler(src, { framed: true });
+    a.push([out(`${t(5)} x\n`)]);
+    expect(a.push([{ stream: "system", data: Buffer.from("Error grabbing logs: gone\n") }])).toEqual([{ ...src, error: "the engine: Error grabbing logs: gone", time: t(5) }]);
+  });
+});
+
+describe("parseSince", () => {
+  const now = Date.parse("2026-11-23T01:00:00Z");
+  it.each([
+    ["10m", now - 600_000],
+    ["1h30m", now - 5_400_000],
+    ["1.5s", now - 1_500],
+    ["0", now],
+    ["2026-11-23T00:00:00Z", Date.parse("2026-11-23T00:00:00Z")],
+    ["2026-11-23T01:00:00+01:00", Date.parse("2026-11-23T00:00:00Z")],
+    ["2026-11-23T00:00:00.000250Z", Date.parse("2026-11-23T00:00:00Z") + 0.25],
+  ])("%s", (text, ms) => {
+    expect(parseSince(text, now)).toEqual({ ms });
+  });
+
+  it.each(["", "10", "ten minutes", "2026-11-23", "2026-11-23T00:00:00", "-5m", "2026-13-45T00:00:00Z"])("refuses %j", (text) => {
+    expect(parseSince(text, now)).toHaveProperty("error");
+  });
+});
+
+describe("wire formats", () => {
+  const line: LogLine = { instance: 0, container: 0, node: "n1", stream: "stderr", time: t(7), line: 'say "hi"' };
+  it("text: prefix, stream, the time only when asked", () => {
+    expect(textRecord(line, false)).toBe('0@n1 stderr say "hi"\n');
+    expect(textRecord(line, true)).toBe(`0@n1 stderr ${t(7)} say "hi"\n`);
+    expect(textRecord({ ...line, container: 2 }, false)).toBe('0-c2@n1 stderr say "hi"\n');
+    expect(textRecord({ instance: 3, container: 0, node: "n2", error: "gone\nreally", time: "" }, true)).toBe("3@n2 error gone really\n");
+    expect(prefixOf({ instance: 12, container: 1, node: "a.b" })).toBe("12-c1@a.b");
+  });
+  it("NDJSON: one object per line, time only when asked", () => {
+    expect(JSON.parse(ndjsonRecord(line, false))).toEqual({ instance: 0, container: 0, node: "n1", stream: "stderr", line: 'say "hi"' });
+    expect(JSON.parse(ndjsonRecord(line, true))).toEqual({ instance: 0, container: 0, node: "n1", stream: "stderr", time: t(7), line: 'say "hi"' });
+    expect(JSON.parse(ndjsonRecord({ instance: 3, container: 0, node: "n2", error: "gone", time: t(1) }, true))).toEqual({ instance: 3, container: 0, node: "n2", error: "gone" });
+    expect(ndjsonRecord(line, true).endsWith("\n")).toBe(true);
+    expect(ndjsonRecord(line, true).slice(0, -1)).not.toContain("\n");
+  });
+});
+
+/** A source that yields these batches, each after the previous was taken. */
+async function* batches(...bs: LogRecord[][]): AsyncGenerator<LogRecord[]> {
+  for (const b of bs) yield b;
+}
+const rec = (instance: number, n: number): LogLine => ({ instance, container: 0, node: `n${instance}`, stream: "stdout", time: t(n), line: `i${instance}-${n}` });
+
+async function collect(it: AsyncIterable<LogRecord[]>): Promise<string[]> {
+  const got: string[] = [];
+  for await (const b of it) got.push(...b.map((r) => ("line" in r ? r.line : `error:${r.error}`)));
+  return got;
+}
+
+describe("mergeByTime", () => {
+  it("interleaves sources by time, whatever their batches, equal times in source order", async () => {
+    const a = batches([rec(0, 1), rec(0, 4)], [rec(0, 6)], [], [rec(0, 9)]);
+    const b = batches([rec(1, 2)], [rec(1, 3), rec(1, 4), rec(1, 10)]);
+    const c = batches([rec(2, 5)]);
+    expect(await collect(mergeByTime([a, b, c]))).toEqual(["i0-1", "i1-2", "i1-3", "i0-4", "i1-4", "i2-5", "i0-6", "i0-9", "i1-10"]);
+  });
+
+  it("yields batches no larger than asked, and nothing for no sources", async () => {
+    const sizes: number[] = [];
+    for await (const b of mergeByTime([batches(Array.from({ length: 10 }, (_, i) => rec(0, i)))], 4)) sizes.push(b.length);
+    expect(sizes).toEqual([4, 4, 2]);
+    expect(await collect(mergeByTime([]))).toEqual([]);
+  });
+
+  it("places a failure record at its time", async () => {
+    const a = batches([rec(0, 1), rec(0, 5)]);
+    const b = batches([rec(1, 2), { instance: 1, container: 0, node: "n1", error: "cut", time: t(2) }]);
+    expect(await collect(mergeByTime([a, b]))).toEqual(["i0-1", "i1-2", "error:cut", "i0-5"]);
+  });
+
+  it("stops every source when its consumer stops", async () => {
+    const stopped: number[] = [];
+    const source = (i: number) =>
+      (async function* () {
+        try {
+          for (let n = 0; ; n++) yield [rec(i, n)];
+        } finally {
+          stopped.push(i);
+        }
+      })();
+    for await (const _ of mergeByTime([source(0), source(1)])) break;
+    await new Promise((r) => setImmediate(r));
+    expect(stopped.sort()).toEqual([0, 1]);
+  });
+});
+
+describe("mergeByArrival", () => {
+  it("passes each batch on as it arrives, from whichever source", async () => {
+    const gate = () => {
+      let resolve = () => {};
+      const promise = new Promise<void>((r) => (resolve = r));
+      return { promise, resolve };
+    };
+    const gates = [gate(), gate()];
+    async function* slow() {
+      await gates[0]!.promise;
+      yield [rec(0, 1)];
+    }
+    async function* fast() {
+      yield [rec(1, 9)];
+      await gates[1]!.promise;
+      yield [rec(1, 10)];
+    }
+    const it = mergeByArrival([slow(), fast()])[Symbol.asyncIterator]();
+    expect((await it.next()).value).toEqual([rec(1, 9)]); // the later time first: it came first
+    gates[0]!.resolve();
+    expect((await it.next()).value).toEqual([rec(0, 1)]);
+    gates[1]!.resolve();
+    expect((await it.next()).value).toEqual([rec(1, 10)]);
+    expect((await it.next()).done).toBe(true);
+  });
+});
+
+describe("logTargets", () => {
+  const pod = (instanceNo: number, containers: string[], state: PodStatus["state"] = "running"): PodStatus => ({
+    instanceNo,
+    state,
+    lastError: "",
+    restartCount: 0,
+    driftCount: 0,
+    version: 1,
+    node: `n${instanceNo}`,
+    containers: containers.map((name, i) => ({ id: `id-${instanceNo}-${i}`, name, node: `n${instanceNo}`, nodeIp: "127.0.0.1", ip: "", status: "running" })),
+  });
+  const group = (pods: PodStatus[]) => ({ spec: { name: "web" }, pods }) as unknown as PodGroupWithSpec;
+
+  it("lists every instance's containers in instance order, the container index from the name", () => {
+    const g = group([pod(1, ["web.v1-i1-d0"]), pod(0, ["web.v1-i0-d0", "web.v1-i0-d0-c1"]), pod(2, [], "pending")]);
+    expect(logTargets(g, undefined)).toEqual([
+      { instance: 0, container: 0, node: "n0", id: "id-0-0" },
+      { instance: 0, container: 1, node: "n0", id: "id-0-1" },
+      { instance: 1, container: 0, node: "n1", id: "id-1-0" },
+    ]);
+    expect(logTargets(g, 1)).toEqual([{ instance: 1, container: 0, node: "n1", id: "id-1-0" }]);
+  });
+
+  it("says which instances exist for an unknown one, and the state of one without a container", () => {
+    const g = group([pod(0, ["web.v1-i0-d0"]), pod(2, [], "pending")]);
+    expect(logTargets(g, 5)).toEqual({ notFound: "podgroup web has no instance 5 (instances: 0, 2)" });
+    expect(logTargets(g, 2)).toEqual({ notFound: "instance 2 of podgroup web has no container (state pending)" });
+    expect(logTargets(group([]), 0)).toEqual({ notFound: "podgroup web has no instance 0 (it has none yet)" });
+    expect(logTargets(group([]), undefined)).toEqual([]);
+  });
+
+  it("refuses to read more containers at once than the bound, but reads one instance of a big group", () => {
+    const big = group(Array.from({ length: maxLogStreams + 1 }, (_, i) => pod(i, [`web.v1-i${i}-d0`])));
+    expect(logTargets(big, undefined)).toEqual({ tooMany: `podgroup web has ${maxLogStreams + 1} containers; one request reads at most ${maxLogStreams}: ask for one instance` });
+    expect(logTargets(big, maxLogStreams)).toHaveLength(1);
+    expect(logTargets(group(big.pods.slice(1)), undefined)).toHaveLength(maxLogStreams);
+  });
+});
