@@ -67,6 +67,7 @@ import { loadChildren, runOpenLoop, runWrk, wrkBin, type WrkReport } from "./aut
 import type { OpenLoopResult } from "./authproxy/open-loop.ts";
 import { connectionsPath, remoteUserEcho, upstreamBody } from "./authproxy/upstream.ts";
 import { finishedChildrenCpuSeconds, machineCpu, startScriptServer, type ScriptServer } from "./authproxy/servers.ts";
+import { cleanUpOnSignals } from "./lib/signals.ts";
 
 const env = process.env;
 
@@ -164,14 +165,7 @@ async function cleanUp(): Promise<void> {
   workDir = undefined;
 }
 
-let interrupted = false;
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.once(signal, () => {
-    interrupted = true;
-    console.error(`${signal}: stopping the servers and removing the work directory`);
-    void cleanUp().finally(() => process.exit(130));
-  });
-}
+const signals = cleanUpOnSignals("the servers", cleanUp);
 
 function configYaml(issuer: string, upstream: string): string {
   return [
@@ -512,8 +506,8 @@ function printTable(legs: Leg[], sat: Map<LegName, Saturated>, fixed: Map<LegNam
 try {
   await main();
 } catch (err) {
-  if (!interrupted) throw err;
+  if (!signals.interrupted) throw err;
   await new Promise(() => {});
 } finally {
-  if (!interrupted) await cleanUp();
+  if (!signals.interrupted) await cleanUp();
 }

@@ -58,6 +58,7 @@ import { registryCodePaths } from "./registry/servers.ts";
 import { children as distributionChildren, distributionBin, distributionConfig, garbageCollect, startDistribution, type DistributionServer, type GarbageCollectResult } from "./registry-gc/distribution.ts";
 import { garbageAfterDeleting, generateTree, type GeneratedManifest, type TreeSummary } from "./registry-gc/generate.ts";
 import { pushWindow, RegistryClient, sharedLayers, verifyImages, type PushedImage, type VerifyResult, type WindowResult } from "./registry-gc/push-load.ts";
+import { cleanUpOnSignals } from "./lib/signals.ts";
 
 const env = process.env;
 const seed = Number(env.BENCH_REGISTRY_GC_SEED ?? 1);
@@ -155,14 +156,7 @@ async function cleanUp(): Promise<void> {
   workDir = undefined;
 }
 
-let interrupted = false;
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.once(signal, () => {
-    interrupted = true;
-    console.error(`${signal}: stopping the registries and removing the work directory`);
-    void cleanUp().finally(() => process.exit(130));
-  });
-}
+const signals = cleanUpOnSignals("the registries", cleanUp);
 
 function capstanConfig(root: string): string {
   // -web 127.0.0.1:<free port> (CapstanProcess) wins over http.addr.
@@ -453,7 +447,7 @@ async function legB(tree: TreeSummary, mod: CollectorModule): Promise<LegB> {
         );
       }
     } catch (err) {
-      if (!interrupted) console.error(`capstan registry log tail:\n${await registry.logTail()}`);
+      if (!signals.interrupted) console.error(`capstan registry log tail:\n${await registry.logTail()}`);
       throw err;
     } finally {
       await client.close();
@@ -610,7 +604,7 @@ async function legCDistribution(tree: TreeSummary): Promise<LegC> {
     };
     return { kind: "distribution", ...(await pushLeg("distribution", server.base, once)) };
   } catch (err) {
-    if (!interrupted) console.error(`docker-registry log tail:\n${await server.logTail()}`);
+    if (!signals.interrupted) console.error(`docker-registry log tail:\n${await server.logTail()}`);
     throw err;
   } finally {
     distributionServers.delete(server);
@@ -630,7 +624,7 @@ async function legCCapstan(tree: TreeSummary): Promise<LegC> {
     };
     return { kind: "capstan", ...(await pushLeg("capstan", registry.baseUrl, once)) };
   } catch (err) {
-    if (!interrupted) console.error(`capstan registry log tail:\n${await registry.logTail()}`);
+    if (!signals.interrupted) console.error(`capstan registry log tail:\n${await registry.logTail()}`);
     throw err;
   } finally {
     await stopCapstan(registry);
@@ -799,8 +793,8 @@ async function main(): Promise<void> {
 try {
   await main();
 } catch (err) {
-  if (!interrupted) throw err;
+  if (!signals.interrupted) throw err;
   await new Promise(() => {});
 } finally {
-  if (!interrupted) await cleanUp();
+  if (!signals.interrupted) await cleanUp();
 }

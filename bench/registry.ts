@@ -40,6 +40,7 @@ import { startSink } from "./registry/sink.ts";
 import { distributionBin, memoryOf, registryCodePaths, RssSampler, startRegistry, type RegistryKind, type RegistryUnderTest } from "./registry/servers.ts";
 import { cpuSecondsOf } from "./lib/proc.ts";
 import { percentile, report, type Target } from "./lib/report.ts";
+import { cleanUpOnSignals } from "./lib/signals.ts";
 
 const rounds = Number(process.env.BENCH_REGISTRY_ROUNDS ?? 3);
 const blobRounds = Number(process.env.BENCH_REGISTRY_BLOB_ROUNDS ?? 5);
@@ -147,15 +148,7 @@ async function cleanUp(): Promise<void> {
   workDir = undefined;
 }
 
-/** Set by a signal: the run is being torn down, so what fails from here on is no news. */
-let interrupted = false;
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.once(signal, () => {
-    interrupted = true;
-    console.error(`${signal}: stopping the registries and removing the work directory`);
-    void cleanUp().finally(() => process.exit(130));
-  });
-}
+const signals = cleanUpOnSignals("the registries", cleanUp);
 
 /** One round of one registry: a fresh process on an empty root; push, pull, then the blob batches. */
 async function oneRound(kind: RegistryKind, image: BenchImage, raw: RawBlob, policy: string, round: number): Promise<RoundResult> {
@@ -222,7 +215,7 @@ async function oneRound(kind: RegistryKind, image: BenchImage, raw: RawBlob, pol
     );
     return r;
   } catch (err) {
-    if (!interrupted) console.error(`${kind} log tail:\n${await reg.logTail()}`);
+    if (!signals.interrupted) console.error(`${kind} log tail:\n${await reg.logTail()}`);
     throw err;
   } finally {
     pusher.close();
@@ -391,8 +384,8 @@ try {
   await main();
 } catch (err) {
   // Interrupted: the signal handler is cleaning up and exits when done.
-  if (!interrupted) throw err;
+  if (!signals.interrupted) throw err;
   await new Promise(() => {});
 } finally {
-  if (!interrupted) await cleanUp();
+  if (!signals.interrupted) await cleanUp();
 }

@@ -2,7 +2,6 @@
 // OpenID provider, an upstream, and a real Chromium (Debian's, driven by playwright-core) going
 // from the first redirect through the provider's login form to the upstream's page
 // (docs/authproxy.md).
-import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,7 +10,7 @@ import { Agent, fetch as undiciFetch } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../cli/free-port.ts";
 import { makePki } from "../helpers/certs.ts";
-import { capstanBin, startCapstan, type CapstanProcess } from "../helpers/capstan-process.ts";
+import { runCapstan, startCapstan, type CapstanProcess } from "../helpers/capstan-process.ts";
 import { headerValues, startEchoUpstream, type EchoUpstream } from "../helpers/echo-upstream.ts";
 import { browse, CookieJar, startTestProvider, type TestProvider } from "../helpers/oidc-provider.ts";
 import { pollUntil } from "../helpers/poll.ts";
@@ -24,16 +23,6 @@ let proxy: CapstanProcess;
 let proxyUrl: string;
 let confDir: string;
 
-function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(capstanBin, args, { stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.on("exit", (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 beforeAll(async () => {
   confDir = mkdtempSync(join(tmpdir(), "capstan-authproxy-e2e-"));
@@ -142,12 +131,12 @@ describe("capstan authproxy (process)", () => {
     const bad = mkdtempSync(join(tmpdir(), "capstan-authproxy-bad-"));
     try {
       writeFileSync(join(bad, "config.yaml"), `issuer: ${idp.issuer}\nupstream: ${upstream.url}\noauth2_client: {id: a, secret: b}\nlocation:\n  - match: /x\n    auth_type: none\n    groups: true\n`);
-      const started = await run(["authproxy", "-web", "127.0.0.1:0", "-conf", bad]);
+      const started = await runCapstan(["authproxy", "-web", "127.0.0.1:0", "-conf", bad]);
       expect(started.code).toBe(2);
       expect(started.stderr).toContain("config.yaml:7: location[0].groups: cannot be true with auth_type: none");
-      const checked = await run(["authproxy", "check-config", "-conf", bad]);
+      const checked = await runCapstan(["authproxy", "check-config", "-conf", bad]);
       expect(checked.code).toBe(2);
-      const good = await run(["authproxy", "check-config", "-conf", confDir]);
+      const good = await runCapstan(["authproxy", "check-config", "-conf", confDir]);
       expect(good.code, good.stderr).toBe(0);
       expect(good.stdout).toContain("valid (2 locations)");
     } finally {

@@ -54,3 +54,22 @@ export async function startCapstan(name: string, args: string[], env: NodeJS.Pro
     },
   };
 }
+
+/**
+ * Run a `capstan` command that ends by itself (a client command, `check-config`, `generate`):
+ * its exit code and what it printed, each stream apart. Killed after `timeoutMs`.
+ */
+export function runCapstan(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 60_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(capstanBin, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
+    let stdout = "";
+    let stderr = "";
+    child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}

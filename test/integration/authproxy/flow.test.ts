@@ -18,6 +18,24 @@ afterAll(async () => {
   await h?.stop();
 });
 
+/** Send raw bytes to the proxy; resolves with the response head (status line and headers). */
+function responseHead(request: string): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const s = connect(h.port, "127.0.0.1");
+    let got = "";
+    s.on("data", (d) => {
+      got += d.toString("latin1");
+      if (got.includes("\r\n\r\n")) {
+        s.destroy();
+        resolve(got);
+      }
+    });
+    s.on("error", reject);
+    s.on("close", () => resolve(got));
+    s.write(request);
+  });
+}
+
 const lastRequest = (path: string) => [...h.upstream.requests].reverse().find((r) => r.url === path);
 
 describe("auth proxy: the code flow", () => {
@@ -192,17 +210,7 @@ describe("auth proxy: the code flow", () => {
   });
 
   it("closes the connection after answering a request whose body it did not read", async () => {
-    const answer = await new Promise<string>((resolve, reject) => {
-      const s = connect(h.port, "127.0.0.1");
-      let got = "";
-      s.on("data", (d) => {
-        got += d.toString("latin1");
-        if (got.includes("\r\n\r\n")) resolve(got);
-      });
-      s.on("error", reject);
-      s.on("close", () => resolve(got));
-      s.write(`POST /app/upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\nabc`);
-    });
+    const answer = await responseHead(`POST /app/upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\nabc`);
     expect(answer.split("\r\n")[0]).toMatch(/^HTTP\/1\.1 302/);
     expect(answer.toLowerCase()).toContain("connection: close");
   });
@@ -214,21 +222,9 @@ describe("auth proxy: the code flow", () => {
 
   it("takes WebSocket upgrades through the same checks", async () => {
     const upgrade = (cookie: string) =>
-      new Promise<string>((resolve, reject) => {
-        const s = connect(h.port, "127.0.0.1");
-        let got = "";
-        s.on("data", (d) => {
-          got += d.toString("latin1");
-          if (got.includes("\r\n\r\n")) {
-            s.destroy();
-            resolve(got);
-          }
-        });
-        s.on("error", reject);
-        s.write(
-          `GET /ws/echo HTTP/1.1\r\nHost: 127.0.0.1:${h.port}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n${cookie ? `Cookie: ${cookie}\r\n` : ""}\r\n`,
-        );
-      });
+      responseHead(
+        `GET /ws/echo HTTP/1.1\r\nHost: 127.0.0.1:${h.port}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n${cookie ? `Cookie: ${cookie}\r\n` : ""}\r\n`,
+      );
     const refused = await upgrade("");
     expect(refused.split("\r\n")[0]).toMatch(/^HTTP\/1\.1 401/);
     const jar = new CookieJar();
@@ -238,19 +234,7 @@ describe("auth proxy: the code flow", () => {
     const rec = [...h.upstream.requests].reverse().find((r) => r.upgrade)!;
     expect(headerValues(rec, "remote-user")).toEqual(["alice@example.com"]);
     // Other protocols are not tunnelled (after a 101 no header rule applies).
-    const h2c = await new Promise<string>((resolve, reject) => {
-      const s = connect(h.port, "127.0.0.1");
-      let got = "";
-      s.on("data", (d) => {
-        got += d.toString("latin1");
-        if (got.includes("\r\n\r\n")) {
-          s.destroy();
-          resolve(got);
-        }
-      });
-      s.on("error", reject);
-      s.write(`GET /public/x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n`);
-    });
+    const h2c = await responseHead(`GET /public/x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n`);
     expect(h2c.split("\r\n")[0]).toMatch(/^HTTP\/1\.1 400/);
   });
 });

@@ -1,7 +1,6 @@
 // `capstan authproxy generate` through a real nginx (docs/authproxy.md#nginx): the fragment passes
 // `nginx -t`, and protected, unprotected and callback locations behave through nginx +
 // auth_request as they do through `capstan authproxy` itself.
-import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
@@ -9,7 +8,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAuthProxyConfig } from "../../../api/authproxy/config.ts";
 import { nginxFragment } from "../../../api/authproxy/nginx-fragment.ts";
-import { capstanBin } from "../../helpers/capstan-process.ts";
+import { runCapstan } from "../../helpers/capstan-process.ts";
 import { headerValues, headerValuesAnySpelling } from "../../helpers/echo-upstream.ts";
 import { nginxTest, startNginx, type NginxProcess } from "../../helpers/nginx.ts";
 import { browse, CookieJar } from "../../helpers/oidc-provider.ts";
@@ -21,16 +20,7 @@ let front: string;
 let confDir: string;
 
 /** `capstan authproxy generate` as a user runs it. */
-function generate(dir: string, authProxy: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(capstanBin, ["authproxy", "generate", "-conf", dir, "-authproxy", authProxy], { stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.on("exit", (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const generate = (dir: string, authProxy: string) => runCapstan(["authproxy", "generate", "-conf", dir, "-authproxy", authProxy]);
 
 beforeAll(async () => {
   confDir = mkdtempSync(join(tmpdir(), "capstan-authproxy-conf-"));

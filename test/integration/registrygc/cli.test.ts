@@ -2,12 +2,11 @@
 // spec's `capstan registry garbage-collect config.yaml` (handed to the serving registry, or run in
 // the command when none serves), `capstan registry gc` following a run, the HTTP endpoint, and the
 // metrics.
-import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { capstanBin, startCapstan, type CapstanProcess } from "../../helpers/capstan-process.ts";
+import { runCapstan, startCapstan, type CapstanProcess } from "../../helpers/capstan-process.ts";
 import { pollUntil } from "../../helpers/poll.ts";
 import { Client, digestOf, makeImage } from "../registry/harness.ts";
 
@@ -25,20 +24,7 @@ function writeConfig(name: string): string {
   return file;
 }
 
-function capstan(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(capstanBin, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, CAPSTAN_STORE: "", CAPSTAN_LOG_LEVEL: "warn" } });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
-    child.on("exit", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+const capstan = (args: string[]) => runCapstan(args, { CAPSTAN_STORE: "", CAPSTAN_LOG_LEVEL: "warn" });
 
 describe("capstan registry garbage-collect and gc", () => {
   it("collects while the registry serves, through the registry, and on its own once it stopped", async () => {
