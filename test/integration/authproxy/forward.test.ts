@@ -557,6 +557,36 @@ describe("forward", () => {
       }
     });
 
+    it("a client that stops reading is cut off after idleTimeoutMs and the upstream let go (as nginx's send_timeout)", async () => {
+      const idle = createUpstream(up.url, { idleTimeoutMs: 300 });
+      const p = await startProxy(idle, openFr);
+      const req = http.request({ host: "127.0.0.1", port: p.port, path: uniquePath("stalled-client", "?bytes=67108864&chunked=1"), headers: ["Host", "app.test"], agent: false });
+      try {
+        // 64 MiB: far more than the socket buffers of both hops hold, so the upstream must wait.
+        const path = req.path;
+        req.on("error", () => undefined);
+        const status = new Promise<number>((resolve) =>
+          req.on("response", (res) => {
+            res.pause(); // never read
+            res.on("error", () => undefined);
+            resolve(res.statusCode ?? 0);
+          }),
+        );
+        req.end();
+        expect(await status).toBe(200);
+        const rec = await recordOf(up, path);
+        await up.waitFor("the upstream to see the request closed", () => rec.aborted, 10_000);
+        expect(rec.answered).toBe(false);
+        expect(rec.sent).toBeLessThan(67108864);
+        // The proxy serves on.
+        expect((await send(p.port, { path: uniquePath("after-stall") })).status).toBe(200);
+      } finally {
+        req.destroy();
+        await p.stop();
+        idle.agent.destroy();
+      }
+    });
+
     it("the client going away closes the upstream request", async () => {
       const path = uniquePath("abort", "?hang=1");
       const req = http.request({ host: "127.0.0.1", port: open.port, path, headers: ["Host", "app.test"], agent: false });
