@@ -67,7 +67,7 @@ import { loadChildren, runOpenLoop, runWrk, wrkBin, type WrkReport } from "./aut
 import type { OpenLoopResult } from "./authproxy/open-loop.ts";
 import { connectionsPath, remoteUserEcho, upstreamBody } from "./authproxy/upstream.ts";
 import { finishedChildrenCpuSeconds, machineCpu, startScriptServer, type ScriptServer } from "./authproxy/servers.ts";
-import { cleanUpOnSignals } from "./lib/signals.ts";
+import { cleanUpOnSignals, runBench } from "./lib/signals.ts";
 
 const env = process.env;
 
@@ -503,11 +503,4 @@ function printTable(legs: Leg[], sat: Map<LegName, Saturated>, fixed: Map<LegNam
   for (const r of rows) console.log(r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  "));
 }
 
-try {
-  await main();
-} catch (err) {
-  if (!signals.interrupted) throw err;
-  await new Promise(() => {});
-} finally {
-  if (!signals.interrupted) await cleanUp();
-}
+await runBench(main, signals, cleanUp);

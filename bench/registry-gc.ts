@@ -58,7 +58,7 @@ import { registryCodePaths } from "./registry/servers.ts";
 import { children as distributionChildren, distributionBin, distributionConfig, garbageCollect, startDistribution, type DistributionServer, type GarbageCollectResult } from "./registry-gc/distribution.ts";
 import { garbageAfterDeleting, generateTree, type GeneratedManifest, type TreeSummary } from "./registry-gc/generate.ts";
 import { pushWindow, RegistryClient, sharedLayers, verifyImages, type PushedImage, type VerifyResult, type WindowResult } from "./registry-gc/push-load.ts";
-import { cleanUpOnSignals } from "./lib/signals.ts";
+import { cleanUpOnSignals, runBench } from "./lib/signals.ts";
 
 const env = process.env;
 const seed = Number(env.BENCH_REGISTRY_GC_SEED ?? 1);
@@ -790,11 +790,4 @@ async function main(): Promise<void> {
   });
 }
 
-try {
-  await main();
-} catch (err) {
-  if (!signals.interrupted) throw err;
-  await new Promise(() => {});
-} finally {
-  if (!signals.interrupted) await cleanUp();
-}
+await runBench(main, signals, cleanUp);

@@ -40,7 +40,7 @@ import { startSink } from "./registry/sink.ts";
 import { distributionBin, memoryOf, registryCodePaths, RssSampler, startRegistry, type RegistryKind, type RegistryUnderTest } from "./registry/servers.ts";
 import { cpuSecondsOf } from "./lib/proc.ts";
 import { percentile, report, type Target } from "./lib/report.ts";
-import { cleanUpOnSignals } from "./lib/signals.ts";
+import { cleanUpOnSignals, runBench } from "./lib/signals.ts";
 
 const rounds = Number(process.env.BENCH_REGISTRY_ROUNDS ?? 3);
 const blobRounds = Number(process.env.BENCH_REGISTRY_BLOB_ROUNDS ?? 5);
@@ -380,12 +380,4 @@ async function main(): Promise<void> {
   });
 }
 
-try {
-  await main();
-} catch (err) {
-  // Interrupted: the signal handler is cleaning up and exits when done.
-  if (!signals.interrupted) throw err;
-  await new Promise(() => {});
-} finally {
-  if (!signals.interrupted) await cleanUp();
-}
+await runBench(main, signals, cleanUp);

@@ -10,7 +10,7 @@ import type { Identity, OidcClient, VerifyResult } from "../../adapters/identity
 import type { Logger } from "../../runtime/log.ts";
 import { ssoPrefix, type AuthProxyConfig, type ProxyLocation } from "./config.ts";
 import { CsrfSigner } from "./csrf.ts";
-import { forward, forwardUpgrade, respondOnSocket, type ForwardRequest, type Upstream } from "./forward.ts";
+import { forward, forwardUpgrade, respondOnSocket, stripCookieValues, type ForwardRequest, type Upstream } from "./forward.ts";
 import { LocationTable, normalizeRequestTarget } from "./locations.ts";
 import { quoteReturnPath, safeReturnPath } from "./return-path.ts";
 
@@ -61,6 +61,7 @@ export function createAuthProxy(deps: AuthProxyDeps): AuthProxyHandler {
   const csrfName = config.client.csrfCookieName;
   const callbackPath = config.client.redirectUri ? new URL(config.client.redirectUri).pathname : ssoPrefix;
   const stripCookies = [sessionCookie, csrfName];
+  const stripCookieSet = new Set(stripCookies);
 
   const proto = (req: IncomingMessage): "http" | "https" => {
     if (deps.tls) return "https";
@@ -209,7 +210,7 @@ export function createAuthProxy(deps: AuthProxyDeps): AuthProxyHandler {
     if (session.ok === true) {
       const headers: Record<string, string> = { "x-auth-request-email": session.identity.email, "cache-control": "no-store" };
       if (need.groups) headers["x-auth-request-groups"] = groupsValue(session.identity);
-      const kept = withoutCookies(req.headers.cookie, stripCookies);
+      const kept = stripCookieValues(req.headers.cookie ? [req.headers.cookie] : [], stripCookieSet);
       if (kept) headers["x-auth-request-cookie"] = kept;
       return { status: 200, headers, body: "" };
     }
@@ -413,16 +414,6 @@ export function cookieValues(header: string | undefined, name: string): string[]
     if (part.slice(0, eq).trim() === name) out.push(part.slice(eq + 1).trim());
   }
   return out;
-}
-
-/** A Cookie header without the named cookies ("" when nothing remains). */
-export function withoutCookies(header: string | undefined, names: readonly string[]): string {
-  if (!header) return "";
-  return header
-    .split(";")
-    .map((p) => p.trim())
-    .filter((p) => p !== "" && !names.includes(p.slice(0, Math.max(0, p.indexOf("="))).trim()))
-    .join("; ");
 }
 
 

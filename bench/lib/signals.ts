@@ -16,3 +16,18 @@ export function cleanUpOnSignals(what: string, cleanUp: () => Promise<void>): In
   }
   return state;
 }
+
+/**
+ * Run a benchmark's `main`, then clean up. After a signal the signal's handler cleans up and exits,
+ * so a failure caused by the teardown is not thrown, and this waits for that exit.
+ */
+export async function runBench(main: () => Promise<void>, signals: Interruption, cleanUp: () => Promise<void>): Promise<void> {
+  try {
+    await main();
+  } catch (err) {
+    if (!signals.interrupted) throw err;
+    await new Promise(() => {});
+  } finally {
+    if (!signals.interrupted) await cleanUp();
+  }
+}

@@ -11,20 +11,10 @@ import { Agent, request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocationTable, normalizeRequestTarget, parseLocationMatch, type LocationMatch } from "../../../api/authproxy/locations.ts";
 import { nginxTest, startNginx, type NginxProcess } from "../../helpers/nginx.ts";
+import { mulberry32 } from "../../helpers/prng.ts";
 
 const seed = Number(process.env.CAPSTAN_MATCHER_SEED ?? 20261126);
 
-/** mulberry32: small, seedable, good enough to pick from lists. */
-function prng(s: number): () => number {
-  let a = s >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface Case {
   name: string;
@@ -162,7 +152,7 @@ const cases: Case[] = [
   { name: "one-word forms", config: oneWordConfig, targets: oneWordTargets, asWritten: true },
 ];
 {
-  const r = prng(seed);
+  const r = mulberry32(seed);
   for (let i = 1; i <= 8; i++) cases.push(generate(r, i));
 }
 

@@ -40,14 +40,4 @@ export async function drain<K extends string>(q: WorkQueue<K>): Promise<K[]> {
   return out;
 }
 
-/** Seeded PRNG (mulberry32): the same seed gives the same sequence, so failures reproduce. */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { mulberry32 } from "../../helpers/prng.ts";
