@@ -1,0 +1,65 @@
+// The web console's browser session (docs/web-console.md, "Sessions and CSRF").
+//
+// The session cookie holds the caller's console access token: the console keeps no session state
+// of its own, every replica accepts the cookie, and revoking the token (`capstan tokens`, the
+// Tokens page) ends the session everywhere. The cookie is HttpOnly (no script reads it),
+// SameSite=Strict (no other site's page sends it) and Secure behind HTTPS.
+//
+// Every mutating request also carries a CSRF token: HMAC-SHA256 of a fixed label keyed by the
+// session's access token. It is stateless (any replica checks it), differs per session, and a
+// page of another origin cannot compute it without the token, which it cannot read.
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+
+export const sessionCookie = "capstan_session";
+/** Double-submit cookie of the login forms (before a session exists there is no token to key on). */
+export const loginCookie = "capstan_login";
+/** The SSO login in flight: PKCE verifier and state, for the callback (SameSite=Lax: it comes back from the provider). */
+export const ssoCookie = "capstan_sso";
+export const csrfHeader = "x-csrf-token";
+export const csrfField = "_csrf";
+
+/** The CSRF token of the session that holds `accessToken`. */
+export function csrfTokenFor(accessToken: string): string {
+  return createHmac("sha256", accessToken).update("capstan web console csrf v1").digest("base64url");
+}
+
+/** Compares two secrets in constant time (for equal lengths). */
+export function sameSecret(a: string | undefined, b: string | undefined): boolean {
+  if (a === undefined || b === undefined || a === "") return false;
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+/** A fresh random value for the login form's double-submit cookie. */
+export function loginNonce(): string {
+  return randomBytes(18).toString("base64url");
+}
+
+export interface CookieOptions {
+  secure: boolean;
+  sameSite: "Strict" | "Lax";
+  /** Seconds; 0 clears the cookie; undefined makes a browser-session cookie. */
+  maxAge?: number;
+  path?: string;
+}
+
+/** A Set-Cookie value. Values are base64url or token characters only; anything else is refused. */
+export function setCookie(name: string, value: string, o: CookieOptions): string {
+  if (!/^[A-Za-z0-9_.~-]*$/.test(value)) throw new Error(`cookie ${name}: value has characters outside the token set`);
+  const parts = [`${name}=${value}`, `Path=${o.path ?? "/"}`, "HttpOnly", `SameSite=${o.sameSite}`];
+  if (o.secure) parts.push("Secure");
+  if (o.maxAge !== undefined) parts.push(`Max-Age=${o.maxAge}`);
+  return parts.join("; ");
+}
+
+/** The value of cookie `name` in a Cookie header, or undefined. */
+export function readCookie(header: string | undefined, name: string): string | undefined {
+  if (header === undefined) return undefined;
+  for (const part of header.split(";")) {
+    const eq = part.indexOf("=");
+    if (eq < 0) continue;
+    if (part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return undefined;
+}
