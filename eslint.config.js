@@ -21,4 +21,12 @@ export default tseslint.config(
     files: ["**/*.js", "**/*.mjs"],
     languageOptions: { globals: { process: "readonly", console: "readonly", URL: "readonly" } },
   },
+  {
+    // The web console's browser scripts (docs/web-console.md): plain scripts, browser globals.
+    files: ["api/ui/static/**/*.js"],
+    languageOptions: {
+      sourceType: "script",
+      globals: { window: "readonly", document: "readonly", location: "readonly", EventSource: "readonly", WebSocket: "readonly", TextEncoder: "readonly", TextDecoder: "readonly", ResizeObserver: "readonly", Terminal: "readonly", FitAddon: "readonly", URL: "readonly" },
+    },
+  },
 );
