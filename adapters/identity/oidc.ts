@@ -63,6 +63,11 @@ export interface Identity {
   nonce: string | undefined;
   /** Seconds since the epoch. */
   exp: number;
+  /**
+   * The provider vouches for the e-mail (`email_verified` true, or "true"). The proxy only refuses
+   * an explicit false; the console's SSO login needs this (docs/console.md#single-sign-on).
+   */
+  emailVerified: boolean;
 }
 
 export type VerifyResult = { ok: true; identity: Identity } | { ok: false; reason: string };
@@ -142,6 +147,7 @@ export class OidcClient {
       scopes: scopesOf(payload),
       nonce: typeof payload.nonce === "string" ? payload.nonce : undefined,
       exp: payload.exp!,
+      emailVerified: payload.email_verified === true || payload.email_verified === "true",
     };
     if (this.verified.size >= this.cacheSize) this.verified.delete(this.verified.keys().next().value!);
     this.verified.set(token, identity);

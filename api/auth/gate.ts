@@ -6,12 +6,15 @@
 // With authentication off (`-auth none`, allowed on loopback listeners only) every caller is the
 // anonymous admin; the listener check is the process's (cli/auth-options.ts).
 import type { Context } from "hono";
+import { readCookie } from "../http/cookies.ts";
 import { forbidden, unauthorized } from "../http/index.ts";
 import { remember } from "./audit.ts";
 import { anonymousAdmin, type Principal } from "./principal.ts";
 import type { TokenVerifier } from "./verifier.ts";
 
 export const tokenHeader = "access-token";
+/** The web console's session cookie: it holds the signed-in user's access token (docs/web-console.md). */
+export const sessionCookie = "capstan_session";
 
 export interface Gate {
   /** The caller; throws 401 (with WWW-Authenticate) for a missing or bad credential. */
@@ -30,11 +33,31 @@ export function requestToken(header: (name: string) => string | undefined): stri
   return m ? m[1] : undefined;
 }
 
+/**
+ * The session cookie's token, for a WebSocket upgrade from a page of this same origin only (the
+ * web console's exec terminal: a browser cannot set headers on a WebSocket). Every other request
+ * must carry the token in a header, so a cookie never authenticates a cross-site form or fetch;
+ * for an upgrade, the browser's Origin header says which page asked, and it must be this host.
+ */
+export function browserSocketToken(header: (name: string) => string | undefined): string | undefined {
+  if (header("upgrade")?.toLowerCase() !== "websocket") return undefined;
+  const origin = header("origin");
+  const host = header("host");
+  if (origin === undefined || host === undefined) return undefined;
+  try {
+    if (new URL(origin).host !== host) return undefined;
+  } catch {
+    return undefined;
+  }
+  return readCookie(header("cookie"), sessionCookie);
+}
+
 export function tokenGate(verifier: TokenVerifier): Gate {
   return {
     mode: "token",
     async authenticate(c) {
-      const token = requestToken((name) => c.req.header(name));
+      const header = (name: string) => c.req.header(name);
+      const token = requestToken(header) ?? browserSocketToken(header);
       if (token === undefined) throw unauthorized(`missing access token: send it as "${tokenHeader}: <token>" or "Authorization: Bearer <token>"`);
       const who = await verifier.verify(token);
       remember(c.req.raw, who);

@@ -12,6 +12,7 @@
 //   GET    /api/v1/repos/<app>/roles/      (any valid token)             200 {role: {role}} | 401 | 403 | 404
 //   GET    /api/v1/whoami                  (any valid token)             200 {id, user, role, apps, allApps, expiresAt?}
 //   GET    /api/v1/authorize/registry/     (Basic: user + access token)  200 {token, ...} | 401 (registry-token.ts)
+//   POST   /api/v1/sso/start, /sso/token   (no token: a login)           200 | 400 | 403 | 404 SSO off (sso.ts)
 //
 // Every call but the role check and whoami needs an admin token (`access-token` or `Authorization:
 // Bearer`; 401 without a valid token, 403 with a valid non-admin one). Tokens are checked by the
@@ -42,6 +43,7 @@ import {
 } from "./records.ts";
 import { generateToken, hashSecret } from "./tokens.ts";
 import { registryTokenApi, type RegistryTokenApiOptions } from "./registry-token.ts";
+import { ssoApi, type SsoLogin } from "./sso.ts";
 
 export interface ConsoleApiOptions {
   store: Store;
@@ -54,6 +56,8 @@ export interface ConsoleApiOptions {
   changed?: () => void;
   /** The registry token endpoint, GET /api/v1/authorize/registry/ (registry-token.ts); absent: not served. */
   registryToken?: RegistryTokenApiOptions;
+  /** Single sign-on, POST /api/v1/sso/{start,token} (sso.ts); absent: both answer 404. */
+  sso?: SsoLogin;
 }
 
 const CreateAppBody = z.strictObject({ appname: AppName, maintainers: Maintainers });
@@ -263,6 +267,7 @@ export function createConsoleApi(opts: ConsoleApiOptions): Hono {
   app.get("/api/v1/repos/:app/roles/", roleCheck);
   app.get("/api/v1/repos/:app/roles", roleCheck);
   if (opts.registryToken !== undefined) app.route("/", registryTokenApi(opts.registryToken));
+  app.route("/", ssoApi({ login: opts.sso, log: opts.log }));
 
   return app;
 }

@@ -6,3 +6,17 @@ export { systemWallClock, type WallClock } from "./clock.ts";
 export { authErrorHandler, authNotFoundHandler, forbidden, unauthorized } from "./errors.ts";
 export { appKey, appNamePattern, appsPrefix, tokenKey, tokensPrefix, type AppRecord, type Role, type TokenRecord } from "./records.ts";
 export { generateToken, hashSecret, parseToken } from "./tokens.ts";
+export {
+  createSsoLogin,
+  defaultSsoTokenTtlMs,
+  ensureSsoStateKey,
+  isLoopbackRedirectUri,
+  SsoError,
+  ssoApi,
+  type SsoFinished,
+  type SsoFinishInput,
+  type SsoLogin,
+  type SsoSettings,
+  type SsoStarted,
+  type SsoStartInput,
+} from "./sso.ts";

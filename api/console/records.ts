@@ -55,6 +55,8 @@ export const TokenRecord = z.object({
   expiresAt: z.string().optional(),
   /** A viewer token's grants: the apps it may read. */
   apps: z.array(z.string()).optional(),
+  /** How it was made when not by POST /api/v1/tokens: "sso", a single sign-on login (sso.ts). */
+  origin: z.string().optional(),
 });
 export type TokenRecord = z.infer<typeof TokenRecord>;
 

@@ -9,8 +9,11 @@
 // session's access token. It is stateless (any replica checks it), differs per session, and a
 // page of another origin cannot compute it without the token, which it cannot read.
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { sessionCookie } from "../auth/gate.ts";
 
-export const sessionCookie = "capstan_session";
+export { readCookie } from "../http/cookies.ts";
+export { sessionCookie };
+
 /** Double-submit cookie of the login forms (before a session exists there is no token to key on). */
 export const loginCookie = "capstan_login";
 /** The SSO login in flight: PKCE verifier and state, for the callback (SameSite=Lax: it comes back from the provider). */
@@ -51,15 +54,4 @@ export function setCookie(name: string, value: string, o: CookieOptions): string
   if (o.secure) parts.push("Secure");
   if (o.maxAge !== undefined) parts.push(`Max-Age=${o.maxAge}`);
   return parts.join("; ");
-}
-
-/** The value of cookie `name` in a Cookie header, or undefined. */
-export function readCookie(header: string | undefined, name: string): string | undefined {
-  if (header === undefined) return undefined;
-  for (const part of header.split(";")) {
-    const eq = part.indexOf("=");
-    if (eq < 0) continue;
-    if (part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
-  }
-  return undefined;
 }

@@ -20,6 +20,7 @@ import { field, uiRequest, type UiEnv } from "./context.ts";
 import { errorBox, notice, page, type Viewer } from "./layout.ts";
 import { adminPages } from "./pages/admin.ts";
 import { clusterPages } from "./pages/cluster.ts";
+import { execPages } from "./pages/exec.ts";
 import { logPages } from "./pages/logs.ts";
 import { podGroupPages } from "./pages/podgroups.ts";
 import { secretPages } from "./pages/secrets.ts";
@@ -201,6 +202,7 @@ ${opts.sso !== undefined ? html`<p><a class="button" href="/ui/login/sso" data-t
 
   app.route("/", podGroupPages());
   app.route("/", logPages());
+  app.route("/", execPages());
   app.route("/", clusterPages());
   app.route("/", adminPages());
   app.route("/", secretPages());

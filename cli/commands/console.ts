@@ -1,4 +1,5 @@
 // `capstan console`: the console (apps, maintainers, access tokens, role checks) in one process.
+import { installWebConsole } from "../web-console.ts";
 import { createLogger } from "../../runtime/log.ts";
 import { consoleLeaderKey, consoleOptionDefs, consoleSettings, installConsole } from "../console.ts";
 import { authFromOptions, authOptionDefs } from "../auth-options.ts";
@@ -13,7 +14,8 @@ const summary = `Runs the console: apps and their maintainers, access tokens (st
 Capstan API checks them from the shared store) and /api/v1/whoami. On first start with no
 admin token in the store it creates one and writes it to -admin-token-file (mode 0600), or
 registers CAPSTAN_ADMIN_TOKEN. It is also the registry's token server
-(/api/v1/authorize/registry/; -registry-*, docs/registry.md).`;
+(/api/v1/authorize/registry/; -registry-*, docs/registry.md). With -oidc-issuer it logs users in
+by single sign-on (capstan login CLUSTER -sso; -oidc-*, -sso-token-ttl, docs/console.md).`;
 
 export async function run(argv: string[]): Promise<number> {
   const args = parseArgs(argv, defs);
@@ -25,6 +27,9 @@ export async function run(argv: string[]): Promise<number> {
   const settings = consoleSettings(args.options);
   return serve(
     { name: "console", web: o.web, tls: tlsFromOptions(args.options), storeUrl: o.store, storeConnection: storeConnectionFromOptions(args.options), historyMs: o.history, auth: authFromOptions(args.options), leaderKey: consoleLeaderKey, log: createLogger("console") },
-    (ctx) => installConsole(ctx, settings),
+    async (ctx) => {
+      const { ssoLogin } = await installConsole(ctx, settings);
+      installWebConsole(ctx, { secure: tlsFromOptions(args.options) !== undefined, sso: ssoLogin });
+    },
   );
 }

@@ -21,6 +21,7 @@
 //
 // The leader key is the orchestrator's: `capstan up` and `capstan orchestrator` processes sharing
 // one etcd then elect a single leader between them, instead of both running the controllers.
+import { installWebConsole } from "../web-console.ts";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { controllersTokenRole, controllersTokenUser, ensureServiceToken } from "../../api/console/service-token.ts";
@@ -33,6 +34,7 @@ import { parseListenAddress } from "../listen.ts";
 import { parseArgs, usage, type OptionDef } from "../options.ts";
 import { installSecrets } from "../secrets.ts";
 import { defaultRegistryWeb, installUpRegistry, upRegistryCertFile, upRegistryRealm } from "./registry.ts";
+import { ssoOptionDefs, ssoOptionsOf } from "../sso-options.ts";
 import { storeConnectionFromOptions, storeConnectionOptionDefs } from "../store-options.ts";
 import { clusterOption, historyOption, serve, webOption } from "../serve.ts";
 import { dockerTlsFromOptions, dockerTlsOptionDefs } from "../docker-tls-options.ts";
@@ -51,6 +53,7 @@ const defs: OptionDef[] = [
   historyOption,
   ...orchestratorOptionDefs,
   { name: "registry-web", type: "string", help: `listen address of the image registry (its own listener); "" runs none (default ${defaultRegistryWeb})` },
+  ...ssoOptionDefs,
 ];
 
 export async function run(argv: string[]): Promise<number> {
@@ -75,6 +78,7 @@ export async function run(argv: string[]): Promise<number> {
   if (ownRealm !== undefined) settings.registryRealm = ownRealm;
   if (tls !== undefined) settings.registryCa ??= tls.cert;
   const consoleConf = consoleSettings({
+    ...ssoOptionsOf(args.options),
     "admin-token-file": o["admin-token-file"] ?? join(o.data, "admin-token"),
     "registry-cert": upRegistryCertFile(o.data),
     "registry-realm": upRegistryRealm(o.web, tls !== undefined),
@@ -99,8 +103,9 @@ export async function run(argv: string[]): Promise<number> {
         ctx.log.info({ tokenId: t.tokenId, user: controllersTokenUser, file: controllersTokenFile, created: t.created }, "controllers' registry token ready");
       }
       installOrchestrator(ctx, settings);
-      await installConsole(ctx, consoleConf);
+      const { ssoLogin } = await installConsole(ctx, consoleConf);
       installSecrets(ctx);
+      installWebConsole(ctx, { secure: tls !== undefined, sso: ssoLogin });
       if (registryWeb !== "") await installUpRegistry(ctx, { data: o.data, web: registryWeb, explicit: o["registry-web"] !== undefined, tls });
     },
   );

@@ -52,6 +52,11 @@ export interface TestClient {
   redirect_uris: string[];
   /** Default "client_secret_post" (client_id and client_secret in the token request body). */
   token_endpoint_auth_method?: "client_secret_post" | "client_secret_basic";
+  /**
+   * Default "web" (redirect URIs match exactly). "native": an http loopback redirect URI matches on
+   * any port (RFC 8252 section 7.3), so `http://127.0.0.1/callback` admits a CLI's port-0 listener.
+   */
+  application_type?: "web" | "native";
 }
 
 export interface TestProviderOptions {
@@ -158,6 +163,7 @@ export async function startTestProvider(opts: TestProviderOptions): Promise<Test
         response_types: ["code"],
         token_endpoint_auth_method: c.token_endpoint_auth_method ?? "client_secret_post",
         id_token_signed_response_alg: "RS256",
+        ...(c.application_type !== undefined ? { application_type: c.application_type } : {}),
       })),
       // First key = the signing key: the keystore picks the first matching RS256 key.
       jwks: { keys: jwks },

@@ -103,7 +103,7 @@ ${events.ok ? eventsTable(events.value.slice(-15).reverse()) : events.status ===
     const body = html`${doneNotice(c)}${extra.failure ?? ""}
 <dl class="facts" data-testid="facts">
 <dt>App</dt><dd>${g.spec.namespace}</dd>
-<dt>State</dt><dd class="state-${g.state}">${g.state}${g.spec.deleting ? " (deleting)" : ""}</dd>
+${g.spec.deleting ? html`<dt>State</dt><dd class="state-removing">being deleted</dd>` : ""}
 <dt>Instances</dt><dd>${g.spec.numInstances}, restart policy ${g.spec.restartPolicy}</dd>
 <dt>Pod version</dt><dd>${g.spec.pod.version} (converged: ${g.observedVersion})</dd>
 ${g.lastError ? html`<dt>Last error</dt><dd class="state-failed">${g.lastError}</dd>` : ""}
