@@ -17,6 +17,7 @@ const commands: Record<string, Command> = {
   apply: { summary: "create or update PodGroups from a YAML or JSON file (-f)", load: () => import("./commands/apply.ts") },
   get: { summary: "show a PodGroup (get podgroup NAME), all of them (get podgroups), a dependency (get depends NAME)", load: () => import("./commands/get.ts") },
   logs: { summary: "print a PodGroup's container output: logs NAME[/INSTANCE] [-f] [-n N] [-since 10m] [-t]", load: () => import("./commands/logs.ts") },
+  exec: { summary: "run a command in a PodGroup instance's container: exec NAME[/INSTANCE] [-i] [-t] -- CMD [ARG...]", load: () => import("./commands/exec.ts") },
   scale: { summary: "set a PodGroup's number of instances (scale NAME N)", load: () => import("./commands/scale.ts") },
   delete: { summary: "delete a PodGroup and its instances (delete podgroup NAME)", load: () => import("./commands/delete.ts") },
   nodes: { summary: "list the cluster's nodes: state, capacity, reserved, containers", load: () => import("./commands/nodes.ts") },

@@ -29,6 +29,7 @@ import { serve, type ServerType } from "@hono/node-server";
 import { Hono } from "hono";
 import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
+import { WebSocketServer } from "ws";
 import { Registry } from "prom-client";
 import { realClock, type Clock } from "./clock.ts";
 import type { Informer } from "./informer.ts";
@@ -89,6 +90,8 @@ export class Manager {
   private readonly runnables: Registered[] = [];
 
   private server: ServerType | undefined;
+  /** The open WebSockets; ended with the server's other connections on stop. */
+  private readonly webSockets = new WebSocketServer({ noServer: true, maxPayload: 1 << 20 });
   private serverAddress: { host: string; port: number } | undefined;
   private started = false;
   private draining = false;
@@ -325,7 +328,9 @@ export class Manager {
     const hostname = http.host ?? "127.0.0.1";
     return new Promise((resolve, reject) => {
       const tls = this.opts.tls;
-      const base = { fetch: this.app.fetch, hostname, port: http.port };
+      // WebSocket upgrades (GET /api/podgroups/exec) go through `app` like any request; the route
+      // that accepts one hands the connection to this server (@hono/node-server's upgradeWebSocket).
+      const base = { fetch: this.app.fetch, hostname, port: http.port, websocket: { server: this.webSockets } };
       const limits = this.opts.requestTimeoutMs === undefined ? {} : { requestTimeout: this.opts.requestTimeoutMs, headersTimeout: 60_000 };
       const options = tls
         ? { ...base, createServer: createHttpsServer, serverOptions: { cert: tls.cert, key: tls.key, ...limits } }
@@ -350,6 +355,7 @@ export class Manager {
       if ("closeIdleConnections" in server) server.closeIdleConnections();
       const t = setTimeout(() => {
         if ("closeAllConnections" in server) server.closeAllConnections();
+        for (const ws of this.webSockets.clients) ws.terminate();
       }, 1_000);
       t.unref();
     });

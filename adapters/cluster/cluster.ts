@@ -1,7 +1,7 @@
 // The cluster contract: exactly the capabilities the platform spec requires of a cluster manager
 // (node resources; list containers with all/size/filters; create, start, stop with timeout, inspect,
 // remove with force and volumes, rename; events subscribe/unsubscribe; network info; env patch, the
-// latter a pure function in env.ts; image presence and pull), plus container logs, addressed per
+// latter a pure function in env.ts; image presence and pull), plus container logs and exec, addressed per
 // node. Controllers program against this interface and these shapes, never against dockerode's
 // types: one implementation (DockerCluster) speaks the Docker Engine API, and tests of pure logic
 // can stand in their own.
@@ -312,6 +312,8 @@ export interface LogOptions extends CallOptions {
   tail?: number;
   /** Only output written at or after this time: milliseconds since the epoch (fractions kept to the microsecond). */
   since?: number;
+  /** Only output written before this time: milliseconds since the epoch (the engine's `until`). */
+  until?: number;
   /**
    * Each message starts with the engine's time of it and a space: RFC 3339 in UTC with nine
    * fractional digits ("2026-11-23T01:05:11.768123456Z "). Without a TTY every frame is one message.
@@ -334,6 +336,46 @@ export interface LogOptions extends CallOptions {
 export interface LogStream extends AsyncIterable<LogFrame[]> {
   /** The container has a TTY: one raw stream, every frame "stdout", chunk boundaries arbitrary. */
   readonly tty: boolean;
+}
+
+export interface ExecOptions extends CallOptions {
+  /** The command and its arguments, run as given (no shell); at least the command. */
+  cmd: string[];
+  /** Run it on a terminal (a pseudo-TTY): its output is one raw stream, and resize() applies. */
+  tty?: boolean;
+  /** Attach its standard input: write() and end() reach it. */
+  stdin?: boolean;
+}
+
+/**
+ * A command running in a container (Cluster.exec), over one connection to its engine. Read the
+ * output to its end for the exit code. close() when done or when the client goes: it ends the
+ * connection and makes sure the process (and what it started) no longer runs.
+ */
+export interface ExecSession {
+  /** The engine's exec id. */
+  readonly id: string;
+  readonly tty: boolean;
+  /**
+   * The process's output as the engine sends it: stdout and stderr apart without a TTY, one raw
+   * "stdout" with one. Read once; it ends when the process has closed its output. A failure is a
+   * typed error of errors.ts; after close() it ends quietly.
+   */
+  readonly output: AsyncIterable<LogFrame[]>;
+  /** Writes to the process's stdin (only with `stdin`); resolves once handed to the connection. */
+  write(data: Uint8Array): Promise<void>;
+  /** Closes the process's stdin (with a TTY: types the terminal's EOF, Ctrl-D). Idempotent. */
+  end(): Promise<void>;
+  /** Sets the terminal's size (only with `tty`; otherwise nothing happens). */
+  resize(cols: number, rows: number, options?: CallOptions): Promise<void>;
+  /** The exit code: once the output has ended and the engine reports the process gone. */
+  readonly exitCode: Promise<number>;
+  /**
+   * Ends the session: closes the connection, and if the process still runs, kills it and every
+   * process it started; resolves once the engine reports it gone (rejects when that could not be
+   * made sure). Idempotent.
+   */
+  close(): Promise<void>;
 }
 
 export interface Cluster {
@@ -383,4 +425,11 @@ export interface Cluster {
    * stream lasts until the container stops, the consumer stops, or the signal aborts.
    */
   logs(ref: ContainerRef, options?: LogOptions): Promise<LogStream>;
+  /**
+   * Runs a command in a running container (the engine's exec): resolves once it started, with its
+   * session. NotFoundError when there is no such container, ConflictError when it is not running.
+   * Creating and starting are bounded by the write timeout; the session lasts until the command
+   * ends or close().
+   */
+  exec(ref: ContainerRef, options: ExecOptions): Promise<ExecSession>;
 }

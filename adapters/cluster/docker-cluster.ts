@@ -14,6 +14,8 @@ import type {
   ContainerSummary,
   CreateSpec,
   EventHandler,
+  ExecOptions,
+  ExecSession,
   ListOptions,
   LogOptions,
   LogStream,
@@ -28,6 +30,7 @@ import type {
 import { ClusterError, EngineError, InvalidRequestError, NotFoundError, NotModifiedError } from "./errors.ts";
 import { Engine, tlsFailure, toClusterError, type EngineLimits, type EngineTls } from "./engine.ts";
 import { watchEvents, type EventSource, type EventStreamOptions } from "./events.ts";
+import { openExec } from "./exec.ts";
 import { dialLogs, LogCall, logQuery } from "./log-stream.ts";
 import {
   checkContainerName,
@@ -354,6 +357,13 @@ export class DockerCluster implements Cluster {
       call.close();
       throw failure;
     }
+  }
+
+  /** exec.ts: create, start hijacked, and a session that kills what is left on close(). */
+  async exec(ref: ContainerRef, options: ExecOptions): Promise<ExecSession> {
+    const engine = this.engine(ref.node, "exec");
+    const { readTimeoutMs, writeTimeoutMs } = engine.limits;
+    return openExec(engine, ref, options, { openTimeoutMs: writeTimeoutMs, callTimeoutMs: readTimeoutMs, killWaitMs: writeTimeoutMs });
   }
 
   subscribe(handler: EventHandler, options: SubscribeOptions = {}): Subscription {

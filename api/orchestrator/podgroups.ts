@@ -2,7 +2,7 @@
 // A thin Hono app: parse and validate, check feasibility against the informer caches, write the
 // desired spec (or a refresh task) in one store transaction, answer. GETs answer from the informer
 // caches (PodGroupReader: read-your-own-writes on this replica, store reads when a cache is behind).
-// It never calls Docker, logs aside (they are only on the engines: logs.ts); the PodGroup controller
+// It never calls Docker, logs and exec aside (they are only on the engines: logs.ts, exec.ts); the PodGroup controller
 // converges the engines to what is written here.
 //
 // Every call needs a credential (docs/security.md): reads need read on the group's namespace (its
@@ -13,6 +13,7 @@
 //   GET    /api/podgroups?name=&force_update=             200 PodGroupWithSpec | 400 | 404
 //   GET    /api/podgroups/_all                            200 PodGroupWithSpec[]
 //   GET    /api/podgroups/logs?name=&instance=&follow=&tail=&since=&timestamps=   200 a stream of lines | 400 | 404 | 503
+//   GET    /api/podgroups/exec?name=&instance=&cmd=&cmd=...&tty=&stdin=   101 a WebSocket (exec.ts) | 400 | 403 | 404
 //   POST   /api/podgroups            PodGroupSpec         202 | 400 | 409 AlreadyExists / InsufficientResources
 //   DELETE /api/podgroups?name=                           202 | 400 | 404
 //   PATCH  /api/podgroups?name=&cmd=replica&num_instances=&restart_policy=   202 | 400 | 404 | 409
@@ -33,6 +34,7 @@ import { PodGroupSpecInput, PodSpecInput, type PodGroupSpec, type PodSpec, type 
 import { DemandIndex } from "./demand.ts";
 import { checkFeasibility, type GroupShape } from "./feasibility.ts";
 import { openApiDocument } from "./openapi.ts";
+import { mountExec } from "./exec.ts";
 import { logsResponse, logTargets } from "./logs.ts";
 import { DeleteQuery, GetQuery, LogsQuery, PatchQuery, ReplicaQuery } from "./queries.ts";
 import type { CachedStatus } from "./informers.ts";
@@ -111,6 +113,8 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
       if ("tooMany" in targets) throw invalid("query parameters", [{ path: "instance", message: targets.tooMany }]);
       return logsResponse(c, group, targets, q, { cluster, log });
     });
+    // A command in an instance's container, over a WebSocket (exec.ts): "exec" on the group's app.
+    mountExec(app, { gate, reader, cluster, log });
   }
 
   app.post("/api/podgroups", async (c) => {
