@@ -35,6 +35,8 @@ export interface LogsQuery {
   /** A duration (10m) or an RFC 3339 time, as the server takes it. */
   since?: string;
   timestamps?: boolean;
+  /** The instance's previous containers (needs instance). */
+  previous?: boolean;
 }
 
 export interface ClientOptions {
@@ -83,6 +85,11 @@ export class OrchestratorClient {
     return this.request("PATCH", `/api/podgroups?${q}`) as Promise<Accepted>;
   }
 
+  /** POST /api/podgroups/restart: a rolling restart, one instance at a time. */
+  restartPodGroup(name: string): Promise<Accepted> {
+    return this.request("POST", `/api/podgroups/restart?${query({ name })}`) as Promise<Accepted>;
+  }
+
   deletePodGroup(name: string): Promise<Accepted> {
     return this.request("DELETE", `/api/podgroups?${query({ name })}`) as Promise<Accepted>;
   }
@@ -125,6 +132,7 @@ export class OrchestratorClient {
       tail: q.tail?.toString(),
       since: q.since,
       timestamps: q.timestamps ? "true" : undefined,
+      previous: q.previous ? "true" : undefined,
     });
     // The orchestrator answers once it has opened every container's log, each bounded by the
     // engines' read timeout (10 s): wait that long beyond the request timeout.

@@ -9,6 +9,7 @@ export const orchestratorOptionDefs: OptionDef[] = [
   { name: "depends-gc", type: "duration", help: "reclaim a dependency pod once nothing has referenced it for this long", default: "5m" },
   { name: "workers", type: "int", help: "PodGroups reconciled in parallel", default: 8 },
   { name: "node-timeout", type: "duration", help: "a node unreachable this long has its non-stateful instances drifted to other nodes", default: "60s" },
+  { name: "event-ttl", type: "duration", help: "events not seen again for this long are deleted, 1h when not given (at most the newest 5000 are kept; docs/events.md)" },
   {
     name: "registry-token-file",
     type: "string",
@@ -36,6 +37,8 @@ export interface OrchestratorSettings {
   dependsGcMs: number;
   /** -node-timeout: a node unreachable this long gets an auto-drift task. */
   nodeTimeoutMs: number;
+  /** -event-ttl: events not seen again for this long are pruned (docs/events.md; default 1 h). */
+  eventTtlMs?: number;
   /**
    * -registry-token-file: the console access token the orchestrator gets pull-only registry tokens
    * with, for the images of registryHost (it stays in the orchestrator process).
@@ -65,6 +68,9 @@ export function orchestratorSettings(options: Record<string, unknown>): Orchestr
   const nodeTimeoutMs = options["node-timeout"] as number;
   // 0 would drift a node's instances away at its first missed answer.
   if (nodeTimeoutMs <= 0) throw new UsageError("-node-timeout: must be more than 0");
+  const eventTtlMs = options["event-ttl"] as number | undefined;
+  // 0 would delete every event as soon as it is written.
+  if (eventTtlMs !== undefined && eventTtlMs <= 0) throw new UsageError("-event-ttl: must be more than 0");
   const registryTokenFile = nonEmpty(options["registry-token-file"]);
   const registryHost = nonEmpty(options["registry-host"]);
   if (registryHost !== undefined && !registryHostPattern.test(registryHost)) {
@@ -81,6 +87,7 @@ export function orchestratorSettings(options: Record<string, unknown>): Orchestr
     workers,
     dependsGcMs: options["depends-gc"] as number,
     nodeTimeoutMs,
+    ...(eventTtlMs !== undefined && { eventTtlMs }),
     ...(registryTokenFile !== undefined && { registryTokenFile }),
     ...(registryHost !== undefined && { registryHost }),
     ...(registryCa !== undefined && { registryCa }),

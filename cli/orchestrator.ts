@@ -26,6 +26,10 @@ import { cachedStatusOf, InformerView, nodesInformer, storedPodGroupOf, type Cac
 import { createDependsApi } from "../api/orchestrator/depends.ts";
 import { createNodesApi } from "../api/orchestrator/nodes.ts";
 import { createPodGroupApi } from "../api/orchestrator/podgroups.ts";
+import { createEventsApi, decodeEvent } from "../api/orchestrator/events.ts";
+import type { EventRecord } from "../api/resources/event.ts";
+import { EventRecorder } from "../controllers/shared/events.ts";
+import { EventPruner } from "../controllers/shared/event-pruner.ts";
 import { keys } from "../api/resources/keys.ts";
 import type { StoredPodGroup } from "../api/resources/podgroup.ts";
 import { createDependencyController } from "../controllers/dependency/index.ts";
@@ -60,7 +64,15 @@ export function installOrchestrator(ctx: ServeContext, settings: OrchestratorSet
   manager.app.route("/", createDependsApi({ store, nodes, log, access }));
   manager.app.route("/", createNodesApi({ store, nodes, podGroups, log, access }));
 
-  manager.add(createNodeMonitor({ store: fenced, cluster, nodeTimeoutMs: settings.nodeTimeoutMs, log, registry }));
+  // Events (docs/events.md): recorded by the leader's controllers through the fenced store, pruned
+  // by the leader, read by every replica's API from its informer.
+  const eventInformer = new Informer<EventRecord>({ name: "events", source: store, prefix: keys.events, decode: decodeEvent, log, registry });
+  manager.addInformer(eventInformer);
+  manager.app.route("/", createEventsApi({ events: eventInformer, log, access }));
+  const events = new EventRecorder({ store: fenced, log, registry });
+  manager.add(new EventPruner({ store: fenced, ...(settings.eventTtlMs !== undefined && { ttlMs: settings.eventTtlMs }), log }));
+
+  manager.add(createNodeMonitor({ store: fenced, cluster, nodeTimeoutMs: settings.nodeTimeoutMs, log, registry, events }));
   const { registryHost, registryTokenFile, registryCa, registryRealm } = settings;
   const credentials =
     registryHost !== undefined && registryTokenFile !== undefined
@@ -90,6 +102,7 @@ export function installOrchestrator(ctx: ServeContext, settings: OrchestratorSet
     registry,
     shared: { specs, statuses },
     imagePuller,
+    events,
   });
   for (const informer of controller.informers) manager.addInformer(informer);
   for (const runnable of controller.runnables) manager.add(runnable);
@@ -104,6 +117,7 @@ export function installOrchestrator(ctx: ServeContext, settings: OrchestratorSet
     registry,
     shared: { podGroups: specs, podGroupStatuses: statuses },
     imagePuller,
+    events,
   });
   for (const informer of dependencies.informers) manager.addInformer(informer);
   for (const runnable of dependencies.runnables) manager.add(runnable);

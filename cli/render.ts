@@ -35,7 +35,9 @@ export function renderPodGroup(g: PodGroupWithSpec): string {
     ["PODGROUP", "NAMESPACE", "STATE", "INSTANCES", "VERSION", "RESTART", "LAST ERROR"],
     [[g.spec.name, g.spec.namespace, g.state, instances(g), String(g.spec.pod.version), g.spec.restartPolicy, g.lastError]],
   );
-  if (g.pods.length === 0) return `${head}\nno instances\n`;
+  // The last rolling restart asked for (capstan restart), when there was one.
+  const restarted = g.spec.restartedAt === undefined ? "" : `rolling restart requested at ${g.spec.restartedAt}\n`;
+  if (g.pods.length === 0) return `${head}${restarted}\nno instances\n`;
   const pods = [...g.pods].sort((a, b) => a.instanceNo - b.instanceNo);
   const rows = pods.map((p) => [
     String(p.instanceNo),
@@ -46,7 +48,7 @@ export function renderPodGroup(g: PodGroupWithSpec): string {
     p.containers.map(containerStatus).join(", "),
     p.lastError,
   ]);
-  return `${head}\n${table(["INSTANCE", "STATE", "NODE", "VERSION", "RESTARTS", "CONTAINERS", "LAST ERROR"], rows)}`;
+  return `${head}${restarted}\n${table(["INSTANCE", "STATE", "NODE", "VERSION", "RESTARTS", "CONTAINERS", "LAST ERROR"], rows)}`;
 }
 
 /** `get podgroups`: one row per group. */

@@ -17,9 +17,10 @@ import { Demultiplexer, LogFormatError, type LogFrame } from "./logs.ts";
 /** The engine's query for `options` (GET /containers/{id}/logs); InvalidRequestError for bad options. */
 export function logQuery(ref: ContainerRef, options: LogOptions): Record<string, string> {
   const bad = (what: string) => new InvalidRequestError(`logs ${ref.id} on ${ref.node}: ${what}`, ref.node, ref.id, "logs");
-  const { tail, since } = options;
+  const { tail, since, until } = options;
   if (tail !== undefined && !(Number.isSafeInteger(tail) && tail >= 0)) throw bad(`tail must be a whole number >= 0 (got ${tail})`);
   if (since !== undefined && !(Number.isFinite(since) && since >= 0)) throw bad(`since must be a time in milliseconds since the epoch (got ${since})`);
+  if (until !== undefined && !(Number.isFinite(until) && until > 0)) throw bad(`until must be a time in milliseconds since the epoch (got ${until})`);
   const stdout = options.stdout ?? true;
   const stderr = options.stderr ?? true;
   if (!stdout && !stderr) throw bad("choose stdout, stderr or both");
@@ -31,6 +32,7 @@ export function logQuery(ref: ContainerRef, options: LogOptions): Record<string,
     tail: tail === undefined ? "all" : String(tail),
   };
   if (since !== undefined) q.since = unixTime(since);
+  if (until !== undefined) q.until = unixTime(until);
   return q;
 }
 

@@ -21,6 +21,8 @@ import { mergeByArrival, mergeByTime } from "./log-merge.ts";
 
 export interface LogRequest {
   instance?: number;
+  /** The instance's previous containers (previousTargets), instead of its current ones. */
+  previous?: boolean;
   follow?: boolean;
   tail?: number;
   /** Milliseconds since the epoch. */
@@ -31,6 +33,8 @@ export interface LogRequest {
 /** A container to read: where its lines say they come from, and its engine id. */
 export interface LogTarget extends LogSource {
   id: string;
+  /** Only lines before this time (ms since the epoch): the earlier runs of a container restarted in place. */
+  until?: number;
 }
 
 export const ndjsonType = "application/x-ndjson";
@@ -67,6 +71,73 @@ export function logTargets(group: PodGroupWithSpec, instance: number | undefined
   return targets;
 }
 
+/**
+ * `previous=true` (docs/orchestrator.md, "Logs"): per container of the instance's pod, the run
+ * before the current one.
+ *
+ * - A container the restart policy started again in place (it runs, and the engine recorded an
+ *   exit before this start) holds its earlier runs in its own log: the lines before the current
+ *   run, cut halfway between the last exit and this start (the engine stamps a run's first lines
+ *   a little before it records the start).
+ * - Otherwise the instance's kept previous container of that index (the pod a rollout step or a
+ *   rolling restart replaced; the status lists it under `previous`).
+ *
+ * None at all is a 404 naming the instance. Inspecting the current containers is the one engine
+ * call besides the log reads; one that fails counts as "not restarted in place".
+ */
+export async function previousTargets(
+  group: PodGroupWithSpec,
+  instance: number,
+  cluster: Pick<Cluster, "inspect">,
+  signal: AbortSignal,
+): Promise<LogTarget[] | { notFound: string }> {
+  const name = group.spec.name;
+  const pod = group.pods.find((p) => p.instanceNo === instance);
+  if (pod === undefined) {
+    const known = [...group.pods].sort((a, b) => a.instanceNo - b.instanceNo).map((p) => p.instanceNo).join(", ");
+    return { notFound: `podgroup ${name} has no instance ${instance} (${known === "" ? "it has none yet" : `instances: ${known}`})` };
+  }
+  const kept = new Map((pod.previous ?? []).filter((c) => c.id !== "").map((c) => [containerIndex(c.name), c]));
+  const current = new Map(pod.containers.filter((c) => c.id !== "").map((c) => [containerIndex(c.name), c]));
+  const indexes = [...new Set([...current.keys(), ...kept.keys()])].sort((a, b) => a - b);
+  const chosen = await Promise.all(
+    indexes.map(async (index): Promise<LogTarget | undefined> => {
+      const c = current.get(index);
+      if (c !== undefined) {
+        const until = await restartedInPlace(cluster, c, signal);
+        if (until !== undefined) return { instance, container: index, node: c.node, id: c.id, until };
+      }
+      const p = kept.get(index);
+      return p === undefined ? undefined : { instance, container: index, node: p.node, id: p.id };
+    }),
+  );
+  const targets = chosen.filter((t): t is LogTarget => t !== undefined);
+  if (targets.length === 0) {
+    return { notFound: `instance ${instance} of podgroup ${name} has no previous container: none of its containers was restarted or replaced since it was deployed` };
+  }
+  return targets;
+}
+
+/**
+ * When `c` runs again after an exit (the restart policy starts a stopped container in place), the
+ * time that separates its earlier runs from the current one; undefined otherwise.
+ */
+export async function restartedInPlace(cluster: Pick<Cluster, "inspect">, c: { node: string; id: string }, signal: AbortSignal): Promise<number | undefined> {
+  try {
+    const { status } = await cluster.inspect({ node: c.node, id: c.id }, { signal });
+    return earlierRunsUntil(status);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Pure: the cut between the earlier runs and the current one, from an inspect's state; undefined when there are none. */
+export function earlierRunsUntil(s: { running: boolean; restarting: boolean; startedAt: number | undefined; finishedAt: number | undefined }): number | undefined {
+  if (!(s.running || s.restarting) || s.startedAt === undefined || s.finishedAt === undefined) return undefined;
+  if (!(s.finishedAt < s.startedAt)) return undefined;
+  return (s.finishedAt + s.startedAt) / 2;
+}
+
 /** A container's index in its pod, from its name (`...-d0-c1`); the first has no suffix. */
 function containerIndex(name: string): number {
   const m = /-c(\d{1,3})$/.exec(name);
@@ -77,7 +148,8 @@ function containerIndex(name: string): number {
 export async function logsResponse(c: Context, group: PodGroupWithSpec, targets: LogTarget[], q: LogRequest, deps: { cluster: Cluster; log: Logger }): Promise<Response> {
   const { cluster } = deps;
   const log = deps.log.child({ podgroup: group.spec.name, ...(q.instance !== undefined && { instance: q.instance }) });
-  const follow = q.follow === true;
+  // A previous run is over: nothing new comes (and a follow read of a restarted container would not stop at `until`).
+  const follow = q.follow === true && q.previous !== true;
   const timestamps = q.timestamps === true;
   const ndjson = (c.req.header("accept") ?? "").toLowerCase().includes(ndjsonType);
   const format = ndjson ? ndjsonRecord : textRecord;
@@ -100,7 +172,16 @@ export async function logsResponse(c: Context, group: PodGroupWithSpec, targets:
       try {
         const stream = await cluster.logs(
           { node: t.node, id: t.id },
-          { follow, timestamps: true, signal: reads.signal, ...(q.tail !== undefined && { tail: q.tail }), ...(q.since !== undefined && { since: q.since }) },
+          {
+            follow,
+            timestamps: true,
+            signal: reads.signal,
+            // The engine counts `tail` back from the end of the whole log, before it applies
+            // `until`: the tail of earlier runs is kept here instead (linesOf).
+            ...(q.tail !== undefined && t.until === undefined && { tail: q.tail }),
+            ...(q.since !== undefined && { since: q.since }),
+            ...(t.until !== undefined && { until: t.until }),
+          },
         );
         return { target: t, stream };
       } catch (err) {
@@ -120,7 +201,9 @@ export async function logsResponse(c: Context, group: PodGroupWithSpec, targets:
   }
   log.debug({ containers: opened.length, follow }, "log stream opened");
 
-  const sources = opened.map((o) => (o.stream ? linesOf(o.target, o.stream, reads.signal, log) : failed(o.target, o.err)));
+  const sources = opened.map((o) =>
+    o.stream ? linesOf(o.target, o.stream, reads.signal, log, o.target.until !== undefined ? q.tail : undefined) : failed(o.target, o.err),
+  );
   const records = (follow ? mergeByArrival(sources) : mergeByTime(sources))[Symbol.asyncIterator]();
   const encoder = new TextEncoder();
   let cancelled = false;
@@ -165,27 +248,41 @@ export async function logsResponse(c: Context, group: PodGroupWithSpec, targets:
   });
 }
 
-/** One container's records; a failure becomes a record, and the end of the client ends it quietly. */
-async function* linesOf(target: LogTarget, stream: LogStream, signal: AbortSignal, log: Logger): AsyncGenerator<LogRecord[], void, undefined> {
-  const { id: _id, ...source } = target;
+/**
+ * One container's records; a failure becomes a record, and the end of the client ends it quietly.
+ * `keepLast`: only the last that many lines, counted here (a read that ends: `until`).
+ */
+async function* linesOf(target: LogTarget, stream: LogStream, signal: AbortSignal, log: Logger, keepLast?: number): AsyncGenerator<LogRecord[], void, undefined> {
+  const { id: _id, until: _until, ...source } = target;
   const lines = new LineAssembler(source, { framed: !stream.tty });
+  let kept: LogRecord[] = [];
+  const lastOf = (records: LogRecord[]) => (keepLast === undefined ? records : keepLast === 0 ? [] : records.slice(-keepLast));
+  const keep = (records: LogRecord[]) => {
+    kept.push(...records);
+    if (kept.length > 2 * (keepLast ?? 0) + 1024) kept = lastOf(kept);
+  };
   try {
     for await (const frames of stream) {
       const records = lines.push(frames);
-      if (records.length > 0) yield records;
+      if (keepLast !== undefined) keep(records);
+      else if (records.length > 0) yield records;
     }
     const rest = lines.end();
-    if (rest.length > 0) yield rest;
+    if (keepLast !== undefined) {
+      keep(rest);
+      const last = lastOf(kept);
+      if (last.length > 0) yield last;
+    } else if (rest.length > 0) yield rest;
   } catch (err) {
     if (signal.aborted) return;
     log.warn({ err, instance: target.instance, node: target.node, container: target.id }, "reading a container's log failed");
-    yield [...lines.end(), lines.failure(messageOf(err))];
+    yield [...(keepLast !== undefined ? lastOf([...kept, ...lines.end()]) : lines.end()), lines.failure(messageOf(err))];
   }
 }
 
 /** A container whose log could not be opened: one failure record. */
 async function* failed(target: LogTarget, err: unknown): AsyncGenerator<LogRecord[], void, undefined> {
-  const { id: _id, ...source } = target;
+  const { id: _id, until: _until, ...source } = target;
   yield [{ ...source, error: messageOf(err), time: "" }];
 }
 

@@ -9,7 +9,7 @@ import { DriftAcceptedSchema, DriftQuery, NodeSchema } from "./node-schemas.ts";
 import { DependsDeleteQuery, DependsGetQuery } from "./depends.ts";
 import { DependencyPodStatusSchema, DependencyWithStatusSchema, StoredDependencySchema } from "./depends-schemas.ts";
 import { DependencySpec } from "../resources/dependency.ts";
-import { DeleteQuery, GetQuery, LogsQuery, ReplicaQuery } from "./queries.ts";
+import { DeleteQuery, GetQuery, LogsQuery, ReplicaQuery, RestartQuery } from "./queries.ts";
 import {
   AcceptedSchema,
   BadRequestSchema,
@@ -151,6 +151,16 @@ function buildPaths(): JsonObject {
           },
         },
       },
+      "/api/podgroups/restart": {
+        post: {
+          operationId: "restartPodGroup",
+          summary:
+            "A rolling restart: every instance is replaced by a fresh container, one at a time, as a spec update is rolled out (pod.version stays). " +
+            "Needs write on the group's app",
+          parameters: queryParameters(RestartQuery),
+          responses: { "202": accepted, ...pick("400", "404", "500", "503") },
+        },
+      },
       "/api/podgroups/logs": {
         get: {
           operationId: "podGroupLogs",
@@ -164,7 +174,10 @@ function buildPaths(): JsonObject {
               content: { "text/plain": { schema: { type: "string" } }, "application/x-ndjson": { schema: ref("LogRecord") } },
             },
             ...pick("400", "500"),
-            "404": answer("No PodGroup of that name, no such instance, an instance without a container, or containers the engines no longer have", "NotFound"),
+            "404": answer(
+              "No PodGroup of that name, no such instance, an instance without a container (with previous=true: without a previous container), or containers the engines no longer have",
+              "NotFound",
+            ),
             "503": answer("The store did not answer in time, or no container's log could be read (the message says why); retry", "Unavailable"),
           },
         },

@@ -12,8 +12,10 @@
 //
 //   GET    /api/podgroups?name=&force_update=             200 PodGroupWithSpec | 400 | 404
 //   GET    /api/podgroups/_all                            200 PodGroupWithSpec[]
-//   GET    /api/podgroups/logs?name=&instance=&follow=&tail=&since=&timestamps=   200 a stream of lines | 400 | 404 | 503
+//   GET    /api/podgroups/logs?name=&instance=&follow=&tail=&since=&timestamps=&previous=   200 a stream of lines | 400 | 404 | 503
 //   GET    /api/podgroups/exec?name=&instance=&cmd=&cmd=...&tty=&stdin=   101 a WebSocket (exec.ts) | 400 | 403 | 404
+//   GET    /api/podgroups/history?name=                   200 SpecVersion[] newest first (history.ts) | 400 | 404
+//   POST   /api/podgroups/restart?name=                   202 | 400 | 404 (a rolling restart)
 //   POST   /api/podgroups            PodGroupSpec         202 | 400 | 409 AlreadyExists / InsufficientResources
 //   DELETE /api/podgroups?name=                           202 | 400 | 404
 //   PATCH  /api/podgroups?name=&cmd=replica&num_instances=&restart_policy=   202 | 400 | 404 | 409
@@ -35,10 +37,11 @@ import { DemandIndex } from "./demand.ts";
 import { checkFeasibility, type GroupShape } from "./feasibility.ts";
 import { openApiDocument } from "./openapi.ts";
 import { mountExec } from "./exec.ts";
-import { logsResponse, logTargets } from "./logs.ts";
-import { DeleteQuery, GetQuery, LogsQuery, PatchQuery, ReplicaQuery } from "./queries.ts";
+import { logsResponse, logTargets, previousTargets } from "./logs.ts";
+import { DeleteQuery, GetQuery, HistoryQuery, LogsQuery, PatchQuery, ReplicaQuery, RestartQuery } from "./queries.ts";
 import type { CachedStatus } from "./informers.ts";
-import { createPodGroup, PodGroupReader, requestRefresh, updatePodGroup } from "./records.ts";
+import { readHistory } from "./history.ts";
+import { createPodGroup, getPodGroup, PodGroupReader, requestRefresh, updatePodGroup } from "./records.ts";
 
 export interface PodGroupApiOptions {
   /** Not fenced: every replica accepts writes (they are compare-and-swap). */
@@ -108,7 +111,10 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
       const group = await reader.get(q.name);
       if (group === null) throw notFound(`podgroup ${q.name} not found`);
       requireApp(who, "read", group.spec.namespace);
-      const targets = logTargets(group, q.instance);
+      if (q.previous === true && q.instance === undefined) {
+        throw invalid("query parameters", [{ path: "previous", message: "needs instance: previous containers are read one instance at a time" }]);
+      }
+      const targets = q.previous === true && q.instance !== undefined ? await previousTargets(group, q.instance, cluster, c.req.raw.signal) : logTargets(group, q.instance);
       if ("notFound" in targets) throw notFound(targets.notFound);
       if ("tooMany" in targets) throw invalid("query parameters", [{ path: "instance", message: targets.tooMany }]);
       return logsResponse(c, group, targets, q, { cluster, log });
@@ -116,6 +122,16 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
     // A command in an instance's container, over a WebSocket (exec.ts): "exec" on the group's app.
     mountExec(app, { gate, reader, cluster, log });
   }
+
+  // The pod spec's stored versions, newest first (history.ts): reading them is reading the group.
+  app.get("/api/podgroups/history", async (c) => {
+    const who = await gate.authenticate(c);
+    const { name } = parseQuery(c, HistoryQuery);
+    const current = await getPodGroup(store, name);
+    if (current === null) throw notFound(`podgroup ${name} not found`);
+    requireApp(who, "read", current.record.namespace);
+    return c.json(await readHistory(store, current.record));
+  });
 
   app.post("/api/podgroups", async (c) => {
     const who = await gate.authenticate(c);
@@ -141,6 +157,24 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
     reader.wrote(name, revision);
     if (written) log.info({ podgroup: name }, "podgroup deletion requested");
     return accepted(c, `podgroup ${name} is being deleted`, checkUrlOf(name));
+  });
+
+  // A rolling restart (docs/orchestrator.md, "Restart"): a new restartedAt, which the controller
+  // compares with the label its pods were created under, replacing them one instance at a time as
+  // a spec update does. pod.version stays: the spec history is the user's.
+  app.post("/api/podgroups/restart", async (c) => {
+    const who = await gate.authenticate(c);
+    const { name } = parseQuery(c, RestartQuery);
+    auditObject(c.req.raw, `podgroup/${name}`);
+    const at = new Date().toISOString();
+    const { record, revision } = await updatePodGroup(store, name, (current) => {
+      requireApp(who, "write", current.namespace);
+      if (current.deleting) throw notFound(`podgroup ${name} is being deleted`);
+      return { ...current, restartedAt: at, updatedAt: at };
+    });
+    reader.wrote(name, revision);
+    log.info({ podgroup: name, restartedAt: at }, "podgroup restart requested");
+    return accepted(c, `podgroup ${name} is being restarted, one instance at a time (${record.numInstances} instance(s), requested at ${at})`, checkUrlOf(name));
   });
 
   app.patch("/api/podgroups", async (c) => {

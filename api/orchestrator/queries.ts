@@ -18,6 +18,10 @@ export const GetQuery = z.object({
 });
 
 export const DeleteQuery = z.object({ name: Name.describe("PodGroup name") });
+export const HistoryQuery = z.object({ name: Name.describe("PodGroup name") });
+
+/** POST /api/podgroups/restart: a rolling restart of the group (docs/orchestrator.md, "Restart"). */
+export const RestartQuery = z.object({ name: Name.describe("PodGroup name") });
 
 export const patchCommands = ["replica", "spec"] as const;
 
@@ -51,4 +55,7 @@ export const LogsQuery = z.object({
   tail: queryCount(maxLogTail).optional().describe("only the last N lines of each container; absent: all"),
   since: sinceParam.optional().describe("only lines since a duration ago (10m, 1h30m) or since an RFC 3339 time (2026-11-23T01:00:00Z)"),
   timestamps: queryBoolean.optional().describe("true: show each line's time (RFC 3339, UTC, nanoseconds)"),
+  previous: queryBoolean
+    .optional()
+    .describe("true: the instance's previous containers (the run before the current one: restarted in place, or replaced by a rollout); needs instance; follow is ignored"),
 });

@@ -12,6 +12,7 @@ import { keys } from "../resources/keys.ts";
 import type { PodGroupWithSpec, StoredPodGroup } from "../resources/podgroup.ts";
 import type { RefreshTask } from "../resources/task.ts";
 import { notAllowed, notFound, unavailable } from "../http/index.ts";
+import { historyOps } from "./history.ts";
 import { parseStatusValue, type CachedStatus } from "./informers.ts";
 
 export interface Versioned<T> {
@@ -35,7 +36,7 @@ export async function createPodGroup(store: Store, group: StoredPodGroup, maxAtt
     const guard = await dependencyGuard(store, group);
     const { succeeded, revision } = await store.txn(
       [{ key, target: "createRevision", equals: 0 }, ...guard.compares],
-      [{ type: "put", key, value: JSON.stringify(group) }, ...guard.puts],
+      [{ type: "put", key, value: JSON.stringify(group) }, ...guard.puts, ...historyOps(undefined, group)],
     );
     if (succeeded) return revision;
     // Lost to a change of a listed dependency (a DELETE in flight): read it again.
@@ -72,7 +73,7 @@ export async function updatePodGroup(
     const guard = next.deleting ? noGuard : await dependencyGuard(store, next);
     const { succeeded, revision } = await store.txn(
       [{ key, target: "modRevision", equals: current.modRevision }, ...guard.compares],
-      [{ type: "put", key, value: JSON.stringify(next) }, ...guard.puts],
+      [{ type: "put", key, value: JSON.stringify(next) }, ...guard.puts, ...historyOps(current.record, next)],
     );
     if (succeeded) return { written: true, record: next, revision };
   }

@@ -30,6 +30,7 @@ export const StoredPodGroupSchema = PodGroupSpec.extend({
   updatedAt: z.string().describe("RFC 3339"),
   deleting: z.boolean().optional().describe("Set by DELETE; the controller is removing the group"),
   refreshRequestedAt: z.string().optional(),
+  restartedAt: z.string().optional().describe("RFC 3339: when the last rolling restart was asked for (POST /api/podgroups/restart)"),
 });
 
 export const ContainerStatusSchema = z.object({
@@ -58,6 +59,10 @@ export const PodStatusSchema = z.object({
     .array(z.object({ podName: z.string(), policy: z.enum(dependencyPolicies) }))
     .optional()
     .describe("The pod.dependencies of the version this pod runs; absent when unknown"),
+  previous: z
+    .array(ContainerStatusSchema)
+    .optional()
+    .describe("The stopped containers of the pod a rollout step or a rolling restart replaced last (one per container index), for logs?previous=true; absent when none"),
 });
 
 export const PodGroupWithSpecSchema = z.object({

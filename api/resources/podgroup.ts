@@ -103,6 +103,12 @@ export interface StoredPodGroup extends PodGroupSpec {
   deleting?: boolean;
   /** Bumped by GET ?force_update=true: any change makes the controller refresh at once. */
   refreshRequestedAt?: string;
+  /**
+   * When the last rolling restart was asked for (POST /api/podgroups/restart; RFC 3339). Containers
+   * are labelled with the value they were created under; the controller replaces, one instance at
+   * a time, every pod whose label differs. Not a spec change: pod.version stays.
+   */
+  restartedAt?: string;
 }
 
 export const podStates = ["pending", "running", "exited", "failed", "missing", "upgrading", "drifting", "removed"] as const;
@@ -144,6 +150,11 @@ export interface PodStatus {
    * counts references from it.
    */
   dependencies?: { podName: string; policy: "namespace" | "node" }[];
+  /**
+   * The instance's kept previous containers (stopped; one per container index at most): the pod a
+   * rollout step or a rolling restart replaced last. Absent when there is none.
+   */
+  previous?: ContainerStatus[];
 }
 
 /**

@@ -54,7 +54,11 @@ export async function readApi<T>(res: Response): Promise<ApiResult<T>> {
     json = undefined;
   }
   if (res.ok) return { ok: true, status: res.status, value: json as T };
-  const body = (json ?? {}) as Partial<ErrorBody> & { error?: string; details?: ErrorDetail[] };
-  const message = typeof body.message === "string" ? body.message : typeof body.error === "string" ? body.error : `${res.status} ${res.statusText || "error"}`;
+  // The platform's error bodies ({code, message, details}), the secrets service's ({error}), and
+  // the registry's (distribution's {errors: [{code, message}]}).
+  const body = (json ?? {}) as Partial<ErrorBody> & { error?: string; details?: ErrorDetail[]; errors?: { code?: string; message?: string }[] };
+  const registry = Array.isArray(body.errors) ? body.errors[0] : undefined;
+  const message =
+    typeof body.message === "string" ? body.message : typeof body.error === "string" ? body.error : typeof registry?.message === "string" ? `${registry.code ?? ""} ${registry.message}`.trim() : `${res.status} ${res.statusText || "error"}`;
   return { ok: false, status: res.status, error: { message, code: typeof body.code === "string" ? body.code : String(res.status), details: Array.isArray(body.details) ? body.details : [] } };
 }

@@ -16,6 +16,8 @@ export interface Viewer {
   csrf: string;
   /** Authentication is on: a session exists and can be ended. */
   signedIn: boolean;
+  /** This process runs the image registry (the Registry pages exist). */
+  registry?: boolean;
 }
 
 const htmxConfig = JSON.stringify({ includeIndicatorStyles: false, allowEval: false, allowScriptTags: false, selfRequestsOnly: true, historyCacheSize: 0 });
@@ -59,6 +61,7 @@ ${link("/ui/nodes", "Nodes", "nodes")}
 ${link("/ui/depends", "Dependencies", "depends")}
 ${link("/ui/events", "Events", "events")}
 ${link("/ui/apps", "Apps", "apps")}
+${viewer.registry ? link("/ui/registry", "Registry", "registry") : ""}
 ${admin ? link("/ui/tokens", "Tokens", "tokens") : ""}
 </nav>
 <span class="who" data-testid="who">${viewer.who.user} <small>(${viewer.who.role})</small></span>

@@ -23,6 +23,7 @@ import { clusterPages } from "./pages/cluster.ts";
 import { execPages } from "./pages/exec.ts";
 import { logPages } from "./pages/logs.ts";
 import { podGroupPages } from "./pages/podgroups.ts";
+import { registryPages } from "./pages/registry.ts";
 import { secretPages } from "./pages/secrets.ts";
 import { csrfField, csrfHeader, csrfTokenFor, loginCookie, loginNonce, readCookie, sameSecret, sessionCookie, setCookie, ssoCookie } from "./session.ts";
 import { staticAssets } from "./static.ts";
@@ -43,6 +44,8 @@ export interface WebConsoleOptions {
   /** Served over HTTPS: cookies get Secure. */
   secure: boolean;
   sso?: SsoLogin | undefined;
+  /** The image registry's API, when this process runs one: the Registry pages call it. */
+  registry?: ApiCaller;
   log?: Logger;
 }
 
@@ -182,7 +185,7 @@ ${opts.sso !== undefined ? html`<p><a class="button" href="/ui/login/sso" data-t
       }
     }
     const csrf = csrfTokenFor(token ?? anonymousKey);
-    const viewer: Viewer = { who, csrf, signedIn: opts.authMode !== "none" };
+    const viewer: Viewer = { who, csrf, signedIn: opts.authMode !== "none", registry: opts.registry !== undefined };
     if (c.req.method !== "GET" && c.req.method !== "HEAD") {
       if (!sameOrigin(c)) return c.text("cross-site request refused", 403);
       let sent = c.req.header(csrfHeader);
@@ -206,6 +209,7 @@ ${opts.sso !== undefined ? html`<p><a class="button" href="/ui/login/sso" data-t
   app.route("/", clusterPages());
   app.route("/", adminPages());
   app.route("/", secretPages());
+  if (opts.registry !== undefined) app.route("/", registryPages(opts.registry));
   app.all("/ui/*", (c) => c.html(page("Not found", undefined, "", html`${notice("No such page.")}<p><a href="/ui/">Overview</a></p>`), 404));
   return app;
 }

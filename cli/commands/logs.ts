@@ -1,4 +1,4 @@
-// `capstan logs NAME[/INSTANCE] [-f] [-n N] [-since 10m] [-t]`: a PodGroup's container output as
+// `capstan logs NAME[/INSTANCE] [-f] [-n N] [-since 10m] [-t] [-previous]`: a PodGroup's container output as
 // the orchestrator streams it (GET /api/podgroups/logs; docs/cli.md). Lines are printed as they
 // arrive: a container's stdout to stdout, its stderr to stderr. Every instance, merged, carries an
 // `INSTANCE@NODE` prefix; one instance's lines are printed as they are.
@@ -17,6 +17,7 @@ const defs: OptionDef[] = [
   { name: "tail", short: "n", type: "int", help: "only the last N lines of each container (default: all)" },
   { name: "since", type: "string", help: "only lines newer than a duration (10m, 1h30m) or since an RFC 3339 time (2026-11-23T01:00:00Z)" },
   { name: "timestamps", short: "t", type: "bool", help: "start each line with its time (RFC 3339, UTC, nanoseconds)" },
+  { name: "previous", short: "p", type: "bool", help: "the instance's previous container: the run before the current one (needs NAME/INSTANCE)" },
   ...clientOptionDefs,
 ];
 
@@ -26,6 +27,7 @@ examples:
   capstan logs hello/1 -n 20         the last 20 lines of instance 1
   capstan logs hello -f -since 10m   the last 10 minutes, then new lines until Ctrl-C
   capstan logs hello -t 2>/dev/null  stdout only, with times
+  capstan logs hello/0 -previous     what instance 0 printed before its last restart or replacement
 `;
 
 /** NAME or NAME/INSTANCE. */
@@ -57,7 +59,9 @@ export async function run(argv: string[]): Promise<number> {
     if ("error" in parsed) throw new UsageError(`-since: "${since}" ${parsed.error}`);
   }
   const timestamps = o.timestamps === true;
-  const q: LogsQuery = { follow: o.follow === true, timestamps, ...(instance !== undefined && { instance }), ...(tail !== undefined && { tail }), ...(since !== undefined && { since }) };
+  const previous = o.previous === true;
+  if (previous && instance === undefined) throw new UsageError("-previous reads one instance: capstan logs NAME/INSTANCE -previous");
+  const q: LogsQuery = { follow: o.follow === true, timestamps, ...(previous && { previous }), ...(instance !== undefined && { instance }), ...(tail !== undefined && { tail }), ...(since !== undefined && { since }) };
 
   const stop = new AbortController();
   let stopped = false; // Ctrl-C, or our reader went away: an end, not a failure

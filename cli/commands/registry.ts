@@ -130,13 +130,13 @@ export async function run(argv: string[]): Promise<number> {
     return await serve(
       { name: "registry", web: o.web ?? config.http.addr ?? defaultRegistryWeb, tls, storeUrl, storeConnection, historyMs: o.history, auth, leaderKey: registryLeaderKey, log, requestTimeoutMs: 0 },
       async (ctx) => {
-        driver = await installRegistry(ctx, {
+        ({ driver } = await installRegistry(ctx, {
           config,
           configFile: o.config!,
           authFrom: o.store !== undefined ? "store" : "config",
           web: o.web ?? config.http.addr ?? defaultRegistryWeb,
           ...(lock ? { lock } : {}),
-        });
+        }));
       },
     );
   } finally {
@@ -251,7 +251,8 @@ export interface RegistryInstallOptions {
 }
 
 /** Put the registry on ctx's manager; answers the storage driver (the caller closes it after the process stops). */
-export async function installRegistry(ctx: ServeContext, o: RegistryInstallOptions): Promise<StorageDriver> {
+/** The registry's storage driver, and its API (the web console calls it in memory). */
+export async function installRegistry(ctx: ServeContext, o: RegistryInstallOptions): Promise<{ driver: StorageDriver; api: Hono }> {
   const { manager, store } = ctx;
   const log = ctx.log;
   const driver = openDriver(o.config.storage, o.configFile);
@@ -293,7 +294,7 @@ export async function installRegistry(ctx: ServeContext, o: RegistryInstallOptio
   }
   const where = o.config.storage.driver === "filesystem" ? { rootDirectory: resolve(o.config.storage.rootDirectory) } : { bucket: o.config.storage.bucket, region: o.config.storage.region };
   log.info({ storage: o.config.storage.driver, ...where, deleteEnabled: o.config.deleteEnabled, authFrom: o.authFrom }, "registry installed");
-  return driver;
+  return { driver, api };
 }
 
 /**
@@ -302,7 +303,7 @@ export async function installRegistry(ctx: ServeContext, o: RegistryInstallOptio
  * `web`. `explicit`: -registry-web was given (a taken address fails the process; the default one
  * only logs an error and runs on without the registry).
  */
-export async function installUpRegistry(ctx: ServeContext, o: { data: string; web: string; explicit: boolean; tls?: ServerTls }): Promise<void> {
+export async function installUpRegistry(ctx: ServeContext, o: { data: string; web: string; explicit: boolean; tls?: ServerTls }): Promise<Hono> {
   try {
     parseListenAddress(o.web, "-registry-web");
   } catch (e) {
@@ -316,7 +317,7 @@ export async function installUpRegistry(ctx: ServeContext, o: { data: string; we
     if (e instanceof RootDirectoryInUseError || e instanceof RootDirectoryLockError) throw new UsageError(`-registry-web: ${e.message}`);
     throw e;
   }
-  await installRegistry(ctx, {
+  const { api } = await installRegistry(ctx, {
     config: { storage: { driver: "filesystem", rootDirectory: root }, deleteEnabled: true, tokenAuth: { rootCertBundle: upRegistryCertFile(o.data) }, http: { headers: {} } },
     configFile: "capstan up",
     authFrom: "store",
@@ -324,6 +325,7 @@ export async function installUpRegistry(ctx: ServeContext, o: { data: string; we
     lock,
     listener: { web: o.web, ...(o.tls ? { tls: o.tls } : {}), optional: !o.explicit },
   });
+  return api;
 }
 
 /**

@@ -105,8 +105,8 @@ export async function run(argv: string[]): Promise<number> {
       installOrchestrator(ctx, settings);
       const { ssoLogin } = await installConsole(ctx, consoleConf);
       installSecrets(ctx);
-      installWebConsole(ctx, { secure: tls !== undefined, sso: ssoLogin });
-      if (registryWeb !== "") await installUpRegistry(ctx, { data: o.data, web: registryWeb, explicit: o["registry-web"] !== undefined, tls });
+      const registryApi = registryWeb !== "" ? await installUpRegistry(ctx, { data: o.data, web: registryWeb, explicit: o["registry-web"] !== undefined, tls }) : undefined;
+      installWebConsole(ctx, { secure: tls !== undefined, sso: ssoLogin, registry: registryApi });
     },
   );
 }

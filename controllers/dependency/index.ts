@@ -15,6 +15,8 @@ import { Registry } from "prom-client";
 import { ContainerCache } from "../../adapters/cluster/container-cache.ts";
 import type { Cluster } from "../../adapters/cluster/index.ts";
 import type { Store } from "../../adapters/store/store.ts";
+import type { EventSink } from "../shared/events.ts";
+import { DependencyEvents } from "./events.ts";
 import { dependencyLayout } from "../../api/resources/dependency.ts";
 import { realClock, type Clock } from "../../runtime/clock.ts";
 import { Controller } from "../../runtime/controller.ts";
@@ -65,6 +67,8 @@ export interface DependencyControllerOptions {
    * controller). Absent: one of its own, anonymous, in `runnables`; a given one is run by its maker.
    */
   imagePuller?: ImagePuller;
+  /** Where the controller records events (an EventRecorder on the fenced store; docs/events.md). Absent: none. */
+  events?: EventSink;
 }
 
 export interface DependencyController {
@@ -131,6 +135,7 @@ export function createDependencyController(opts: DependencyControllerOptions): D
     clock,
     callTimeoutMs: 15_000,
     images,
+    events: new DependencyEvents(opts.events),
   });
   const controller = new Controller({
     name: "dependency",

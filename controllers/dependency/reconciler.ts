@@ -45,6 +45,7 @@ import {
   type NodeResources,
 } from "../../adapters/cluster/index.ts";
 import type { Store } from "../../adapters/store/store.ts";
+import type { DependencyEvents } from "./events.ts";
 import type { DependencyLayout, DependencyPodStatus, DependencyState, DependencyStatus } from "../../api/resources/dependency.ts";
 import type { Clock } from "../../runtime/clock.ts";
 import { withDeadline } from "../../runtime/deadline.ts";
@@ -97,6 +98,8 @@ export interface DependencyReconcilerOptions {
   callTimeoutMs: number;
   /** Pulls missing images before a pod is created (D7). */
   images: Pick<ImagePuller, "ensureImages">;
+  /** Events read from each status write (events.ts; docs/events.md). */
+  events?: DependencyEvents;
 }
 
 interface Memory {
@@ -154,6 +157,7 @@ export class DependencyReconciler {
   async writeStatus(name: string, mem: Memory, prev: StatusEntry | undefined, next: DependencyStatus): Promise<StatusEntry> {
     const { record, written } = await writeStatusIfChanged(this.o.store, this.o.layout.statusOf(name), prev, next);
     if (written) mem.statusRevision = record.modRevision;
+    if (written) this.o.events?.statusWritten(name, this.o.specs.get(this.o.layout.dependency(name))?.spec, prev?.status, next);
     return record;
   }
 

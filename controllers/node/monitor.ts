@@ -46,6 +46,7 @@ import { withDeadline } from "../../runtime/deadline.ts";
 import { silentLogger, type Logger } from "../../runtime/log.ts";
 import type { Runnable } from "../../runtime/manager.ts";
 import { counter } from "../../runtime/metrics.ts";
+import { noEvents, type EventSink } from "../shared/events.ts";
 import { listingFailedRecord, nodeRecord, sameRecord, unreachableRecord } from "./record.ts";
 
 export interface NodeMonitorOptions {
@@ -67,6 +68,8 @@ export interface NodeMonitorOptions {
   now?: () => number;
   log?: Logger;
   registry?: Registry;
+  /** Where node state changes are recorded (NodeReady, NodeDown, NodeTimedOut, NodeRemoved; docs/events.md). */
+  events?: EventSink;
 }
 
 /** Containers whose limits count as reserved: Capstan's PodGroup instances... */
@@ -104,6 +107,7 @@ class NodeMonitor implements Runnable {
   private readonly clock: Clock;
   private readonly now: () => number;
   private readonly log: Logger;
+  private readonly events: EventSink;
   private readonly metrics: { syncs: ReturnType<typeof counter<"result">>; writes: ReturnType<typeof counter<"kind">> };
 
   /** What the store holds, as far as this monitor knows: seeded by a list at start, then by its writes. */
@@ -122,6 +126,7 @@ class NodeMonitor implements Runnable {
     this.clock = opts.clock ?? realClock;
     this.now = opts.now ?? Date.now;
     this.log = opts.log ?? silentLogger;
+    this.events = opts.events ?? noEvents;
     if (!(this.intervalMs > 0 && this.debounceMs >= 0 && this.heartbeatMs > 0 && this.callTimeoutMs > 0 && this.nodeTimeoutMs > 0)) {
       throw new RangeError("node monitor: intervalMs, heartbeatMs, callTimeoutMs and nodeTimeoutMs must be > 0, debounceMs >= 0");
     }
@@ -246,6 +251,7 @@ class NodeMonitor implements Runnable {
     this.metrics.writes.inc({ kind: "drift-task" });
     if (res.succeeded) {
       this.log.warn({ node: record.name, since: record.unreachableSince, task: task.id }, "node unreachable past the node timeout; its instances drift elsewhere");
+      this.nodeEvent("NodeTimedOut", record.name, `unreachable since ${record.unreachableSince}: its instances drift to other nodes (task ${task.id})`);
     }
     return Infinity;
   }
@@ -315,6 +321,10 @@ class NodeMonitor implements Runnable {
     if (last === undefined || !sameRecord(last.record, record)) {
       this.log.info({ node: record.name, state: record.state, reserved: record.reserved, error: record.error }, "node record changed");
     }
+    if (last?.record.state !== record.state) {
+      if (record.state === "ready") this.nodeEvent("NodeReady", record.name, `engine ${record.engineVersion} answers: ${record.cpus} CPUs, ${Math.round(record.memoryBytes / 2 ** 20)} MiB`);
+      else this.nodeEvent("NodeDown", record.name, `unreachable: ${record.error ?? "no answer"}`);
+    }
     this.written.set(record.name, { record, at: this.clock.now() });
     this.metrics.writes.inc({ kind: "put" });
   }
@@ -324,6 +334,11 @@ class NodeMonitor implements Runnable {
     this.written.delete(name);
     this.metrics.writes.inc({ kind: "delete" });
     this.log.info({ node: name }, "node left the cluster; record deleted");
+    this.nodeEvent("NodeRemoved", name, "no longer in -cluster; its record was deleted");
+  }
+
+  private nodeEvent(reason: "NodeReady" | "NodeDown" | "NodeTimedOut" | "NodeRemoved", node: string, message: string): void {
+    this.events.record({ type: reason === "NodeDown" || reason === "NodeTimedOut" ? "Warning" : "Normal", reason, kind: "node", name: node, node, message });
   }
 
   /** `call`, given a signal that aborts at the deadline or on stop; rejects at the deadline either way. */

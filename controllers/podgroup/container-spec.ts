@@ -68,7 +68,7 @@ export function planContainer(group: StoredPodGroup, instance: number, index: nu
     env,
     // The dependency list of the version this container runs: the Dependency controller counts
     // references from it (through the status), not from the group's current spec.
-    labels: { ...containerLabels({ ...ref, namespace: group.namespace }), [podDependenciesLabel]: encodePodDependencies(pod.dependencies ?? []) },
+    labels: { ...containerLabels({ ...ref, namespace: group.namespace, restartedAt: group.restartedAt }), [podDependenciesLabel]: encodePodDependencies(pod.dependencies ?? []) },
     binds,
     stopTimeoutSeconds: killTimeoutOf(pod),
     network: pod.network,

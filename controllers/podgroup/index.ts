@@ -30,6 +30,8 @@ import { NodeView } from "./nodes.ts";
 import { PassesInFlight } from "./passes.ts";
 import { DriftTaskReconciler } from "./drift-tasks.ts";
 import { PodGroupReconciler } from "./reconciler.ts";
+import { PodGroupEvents } from "./events.ts";
+import type { EventSink } from "../shared/events.ts";
 import { restartBackoff, type RestartBackoff } from "../shared/backoff.ts";
 import { ImagePuller } from "../shared/image-pull.ts";
 import { statusSource } from "../shared/status-records.ts";
@@ -72,6 +74,8 @@ export interface PodGroupControllerOptions {
    * anonymous, in `runnables`; a given one is run by whoever made it.
    */
   imagePuller?: ImagePuller;
+  /** Where the controller records events (an EventRecorder on the fenced store; docs/events.md). Absent: none. */
+  events?: EventSink;
 }
 
 export interface PodGroupController {
@@ -161,6 +165,7 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
     deployConcurrency: 16,
     removeConcurrency: 8,
     maxDeploysPerPass: 64,
+    events: new PodGroupEvents(opts.events),
   });
 
   const controller = new Controller({

@@ -10,8 +10,15 @@
 // added to an existing container, so it keeps that format for life; the controller adopts it in
 // place (renames it to the current name form) and replaces it only when its version is stale.
 // A container without io.capstan.podgroup is not ours, whatever its name (never touched).
+// A kept previous container (controllers/shared/previous.ts) carries the labels of the pod it was
+// but a name of its own: identify() does not take it for an instance's container.
+//
+// io.capstan.restarted-at holds the group's restartedAt (the last rolling restart request) the
+// container was created under; absent before the first request. A pod whose value differs from the
+// spec's is replaced by the rollout step, as a pod of an older version is.
 
 import { currentFormat, formatLabel } from "../shared/format.ts";
+import { isPreviousContainer } from "../shared/previous.ts";
 
 export const labelKeys = {
   podGroup: "io.capstan.podgroup",
@@ -21,6 +28,7 @@ export const labelKeys = {
   drift: "io.capstan.drift",
   containerIndex: "io.capstan.container-index",
   format: formatLabel,
+  restartedAt: "io.capstan.restarted-at",
 } as const;
 
 export interface PodContainerRef {
@@ -41,8 +49,9 @@ export function containerName(r: PodContainerRef): string {
   return `${r.group}.v${r.version}-i${r.instance}-d${r.drift}${r.index > 0 ? `-c${r.index}` : ""}`;
 }
 
-export function containerLabels(r: PodContainerRef & { namespace: string }): Record<string, string> {
+export function containerLabels(r: PodContainerRef & { namespace: string; restartedAt?: string | undefined }): Record<string, string> {
   return {
+    ...(r.restartedAt !== undefined && { [labelKeys.restartedAt]: r.restartedAt }),
     [labelKeys.podGroup]: r.group,
     [labelKeys.namespace]: r.namespace,
     [labelKeys.instance]: String(r.instance),
@@ -67,7 +76,7 @@ function count(text: string | undefined): number | undefined {
  */
 export function identify(c: { name: string; labels: Readonly<Record<string, string>> }, group: string): ContainerIdentity | undefined {
   const l = c.labels;
-  if (l[labelKeys.podGroup] !== group) return undefined;
+  if (l[labelKeys.podGroup] !== group || isPreviousContainer(c)) return undefined;
   const format = l[labelKeys.format] ?? "1";
   const fromLabels = {
     instance: count(l[labelKeys.instance]),

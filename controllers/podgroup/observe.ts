@@ -9,7 +9,8 @@
 // fight over it.
 import type { CachedContainer } from "../../adapters/cluster/container-cache.ts";
 import { currentFormat } from "../shared/format.ts";
-import { identify, type ContainerIdentity } from "./naming.ts";
+import { isPreviousContainer, previousSlot } from "../shared/previous.ts";
+import { identify, labelKeys, type ContainerIdentity } from "./naming.ts";
 
 export interface ObservedContainer {
   c: CachedContainer;
@@ -22,6 +23,8 @@ export interface PodCandidate {
   node: string;
   version: number;
   drift: number;
+  /** The io.capstan.restarted-at label its containers were created under ("" without one). */
+  restartedAt: string;
   /** By container index. */
   containers: Map<number, ObservedContainer>;
 }
@@ -37,6 +40,11 @@ export interface GroupView {
   instances: Map<number, InstanceView>;
   /** Labelled with the group but impossible to place (broken labels); reported, never touched. */
   unidentified: CachedContainer[];
+  /**
+   * Kept previous containers (controllers/shared/previous.ts) by instance, sorted by container
+   * index: never an instance's pod, never counted, removed with their instance.
+   */
+  previous: Map<number, { c: CachedContainer; index: number }[]>;
 }
 
 export interface ClassifyOptions {
@@ -46,6 +54,8 @@ export interface ClassifyOptions {
   /** Containers per pod in the spec: indexes beyond it are extras on a current-version pod. */
   podSize: number;
   reachable: (node: string) => boolean;
+  /** The spec's restartedAt ("" or absent: none): pods created under it are preferred. */
+  restartedAt?: string;
 }
 
 export function isRunning(c: CachedContainer): boolean {
@@ -75,9 +85,16 @@ export function classify(containers: readonly CachedContainer[], o: ClassifyOpti
   const unidentified: CachedContainer[] = [];
   const byInstance = new Map<number, Map<string, PodCandidate>>();
   const dupes = new Map<number, ObservedContainer[]>();
+  const previous = new Map<number, { c: CachedContainer; index: number }[]>();
   // Stable input order, so that ties below always break the same way.
   const sorted = [...containers].sort((a, b) => a.created - b.created || cmp(a.node, b.node) || cmp(a.id, b.id));
   for (const c of sorted) {
+    if (isPreviousContainer(c)) {
+      const slot = previousSlot(c.name, o.group) ?? previousByLabels(c, o.group);
+      if (slot) previous.set(slot.instance, [...(previous.get(slot.instance) ?? []), { c, index: slot.index }].sort((a, b) => a.index - b.index));
+      else unidentified.push(c);
+      continue;
+    }
     const id = identify(c, o.group);
     if (!id) {
       unidentified.push(c);
@@ -85,9 +102,10 @@ export function classify(containers: readonly CachedContainer[], o: ClassifyOpti
     }
     let pods = byInstance.get(id.instance);
     if (!pods) byInstance.set(id.instance, (pods = new Map()));
-    const key = `${c.node}|${id.version}|${id.drift}`;
+    const restartedAt = c.labels[labelKeys.restartedAt] ?? "";
+    const key = `${c.node}|${id.version}|${id.drift}|${restartedAt}`;
     let pod = pods.get(key);
-    if (!pod) pods.set(key, (pod = { instance: id.instance, node: c.node, version: id.version, drift: id.drift, containers: new Map() }));
+    if (!pod) pods.set(key, (pod = { instance: id.instance, node: c.node, version: id.version, drift: id.drift, restartedAt, containers: new Map() }));
     const taken = pod.containers.get(id.index);
     if (!taken) {
       pod.containers.set(id.index, { c, id });
@@ -117,7 +135,15 @@ export function classify(containers: readonly CachedContainer[], o: ClassifyOpti
     }
     instances.set(instance, { instance, kept, extras });
   }
-  return { instances, unidentified };
+  return { instances, unidentified, previous };
+}
+
+/** A previous container renamed by someone else: its instance and index from its labels. */
+function previousByLabels(c: CachedContainer, group: string): { instance: number; index: number } | undefined {
+  if (c.labels[labelKeys.podGroup] !== group) return undefined;
+  const instance = Number(c.labels[labelKeys.instance]);
+  const index = Number(c.labels[labelKeys.containerIndex] ?? "0");
+  return Number.isInteger(instance) && instance >= 0 && Number.isInteger(index) && index >= 0 ? { instance, index } : undefined;
 }
 
 function better(a: ObservedContainer, b: ObservedContainer): boolean {
@@ -127,7 +153,8 @@ function better(a: ObservedContainer, b: ObservedContainer): boolean {
 }
 
 /**
- * Higher is better, compared in order: reachable, at the spec's version, higher drift count (a
+ * Higher is better, compared in order: reachable, at the spec's version, created under the spec's
+ * restartedAt (a restarted pod replaces the one it was started for), higher drift count (a
  * drifted pod replaces the copy on the node it left, even before it runs: that copy is on its way
  * out), more containers running, complete, current format.
  */
@@ -141,6 +168,7 @@ function rank(p: PodCandidate, o: ClassifyOptions): number[] {
   return [
     o.reachable(p.node) ? 1 : 0,
     p.version === o.version ? 1 : 0,
+    p.restartedAt === (o.restartedAt ?? "") ? 1 : 0,
     p.drift,
     running,
     podComplete(p, o.podSize) ? 1 : 0,
@@ -156,7 +184,7 @@ function compareRank(a: number[], b: number[]): number {
 function tieBreak(a: PodCandidate, b: PodCandidate): number {
   const ca = Math.min(...[...a.containers.values()].map((x) => x.c.created));
   const cb = Math.min(...[...b.containers.values()].map((x) => x.c.created));
-  return ca - cb || cmp(a.node, b.node) || b.version - a.version || a.drift - b.drift;
+  return ca - cb || cmp(a.node, b.node) || b.version - a.version || a.drift - b.drift || cmp(a.restartedAt, b.restartedAt);
 }
 
 function cmp(a: string, b: string): number {

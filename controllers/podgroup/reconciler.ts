@@ -48,6 +48,7 @@ import {
   type PlacementFilter,
 } from "../../adapters/cluster/index.ts";
 import type { Store } from "../../adapters/store/store.ts";
+import type { PodGroupEvents } from "./events.ts";
 import { isStateful, type PodGroupStatus } from "../../api/resources/podgroup.ts";
 import type { DriftTask } from "../../api/resources/task.ts";
 import type { Informer } from "../../runtime/informer.ts";
@@ -58,6 +59,7 @@ import type { DependencyReservations } from "./dependency-reservations.ts";
 import { cordoned, driftTasks, newMoves, tasksForGroup } from "./drift.ts";
 import { currentFormat } from "../shared/format.ts";
 import { containerName, identify, labelKeys } from "./naming.ts";
+import { previousContainerName, previousSlot } from "../shared/previous.ts";
 import { reservationsOf, type NodeView } from "./nodes.ts";
 import {
   classify,
@@ -122,6 +124,8 @@ export interface ReconcilerOptions {
   removeConcurrency: number;
   /** Instances deployed per pass at most; the rest follow in the next pass at once. */
   maxDeploysPerPass: number;
+  /** Events read from each status write (events.ts; docs/events.md). */
+  events?: PodGroupEvents;
 }
 
 /** In-memory facts per group; losing them costs at most one extra refresh. */
@@ -213,6 +217,7 @@ export class PodGroupReconciler {
   async writeStatus(name: string, mem: GroupMemory, prev: StatusEntry | undefined, next: PodGroupStatus): Promise<StatusEntry> {
     const { record, written } = await writeStatusIfChanged(this.o.store, this.o.layout.statusOf(name), prev, next);
     if (written) mem.statusRevision = record.modRevision;
+    if (written) this.o.events?.statusWritten(name, this.o.specs.get(this.o.layout.podGroup(name))?.spec, prev?.status, next);
     return record;
   }
 
@@ -222,7 +227,7 @@ export class PodGroupReconciler {
     }
   }
 
-  /** Delete spec and status (and the group's tasks) in one transaction, each only if unchanged. */
+  /** Delete spec, history and status (and the group's tasks) in one transaction, each only if unchanged. */
   async deleteKeys(name: string, mem: GroupMemory, spec: SpecEntry | undefined, status: StatusEntry | undefined, tasks: TaskEntry[]): Promise<void> {
     const { layout, store } = this.o;
     const compares = [];
@@ -234,6 +239,7 @@ export class PodGroupReconciler {
     if (spec) {
       compares.push({ key: layout.podGroup(name), target: "modRevision" as const, equals: spec.modRevision });
       ops.push({ type: "delete" as const, key: layout.podGroup(name) });
+      ops.push({ type: "deletePrefix" as const, prefix: layout.historyOf(name) });
     }
     for (const t of tasks) ops.push({ type: "delete" as const, key: t.key });
     const res = await store.txn(compares, ops);
@@ -338,6 +344,7 @@ class Pass {
       version: spec?.pod.version ?? Number.MAX_SAFE_INTEGER,
       podSize: spec?.pod.containers.length ?? 0,
       reachable: (n) => this.o.nodes.reachable(n),
+      restartedAt: spec?.restartedAt ?? "",
     });
   }
 
@@ -391,8 +398,14 @@ class Pass {
     }
     if (rolloutRemoval !== undefined) {
       const v = this.view.instances.get(rolloutRemoval);
-      if (v) work.push(this.removeInstance(v, killTimeoutOf(spec.pod)));
+      if (v) work.push(this.removeInstance(v, killTimeoutOf(spec.pod), true));
     }
+    // Kept previous containers of instances scaled away (whose pod is gone already) go too.
+    const orphans = [...this.view.previous]
+      .filter(([i]) => i >= n && !this.view.instances.has(i))
+      .flatMap(([, ps]) => ps.map((p) => p.c))
+      .filter((c) => this.reachable(c.node));
+    if (orphans.length > 0) work.push(stopAndRemove(this.ops, orphans, killTimeoutOf(spec.pod), true));
     if (moving.size > 0) work.push(this.moveAll(spec, moving));
     work.push(this.deployAndRestart(spec, version, moving));
     work.push(this.renameLegacy());
@@ -411,15 +424,22 @@ class Pass {
   private async rollout(spec: StoredPodGroup, moving: ReadonlyMap<number, DriftMove>): Promise<number | undefined> {
     const n = spec.numInstances;
     const version = spec.pod.version;
+    const restartedAt = spec.restartedAt ?? "";
+    // A pod needs the step when it runs an older version, or was created before the last rolling
+    // restart request (its io.capstan.restarted-at label differs): same protocol for both.
+    const current = (p: PodCandidate) => p.version === version && p.restartedAt === restartedAt;
     let ro = this.internal.rollout;
     if (ro && ro.instance >= n) ro = undefined;
-    if (ro && ro.toVersion !== version) ro = { ...ro, toVersion: version };
+    if (ro && ro.toVersion !== version) {
+      const { restart: _restart, ...step } = ro;
+      ro = { ...step, toVersion: version };
+    }
     this.internal.rollout = ro;
 
     if (ro) {
       const kept = this.view.instances.get(ro.instance)?.kept;
       if (kept && !this.reachable(kept.node)) return undefined; // R5: wait for the node
-      if (kept && kept.version !== version) {
+      if (kept && !current(kept)) {
         if (ro.phase === "removing") return ro.instance; // intent persisted by an earlier pass
         // The old pod is back (re-created behind our back): remove it again, persisting first.
         this.internal.rollout = { ...ro, phase: "removing", at: this.now };
@@ -441,14 +461,18 @@ class Pass {
         this.internal.rollout = undefined;
       } else {
         if (check.wakeAt !== undefined) this.wakeAt(check.wakeAt);
-        if (check.failure) this.halted = `update to version ${version} halted at instance ${ro.instance}: ${check.failure}`;
+        if (check.failure) {
+          this.halted = ro.restart
+            ? `restart requested at ${restartedAt} halted at instance ${ro.instance}: ${check.failure}`
+            : `update to version ${version} halted at instance ${ro.instance}: ${check.failure}`;
+        }
         return undefined;
       }
     }
 
     // Pick the next instance to update (R3).
     const stale = [...this.view.instances.values()]
-      .filter((v) => v.instance < n && v.kept && v.kept.version !== version && this.reachable(v.kept.node) && !moving.has(v.instance))
+      .filter((v) => v.instance < n && v.kept && !current(v.kept) && this.reachable(v.kept.node) && !moving.has(v.instance))
       .map((v) => v.instance)
       .sort((a, b) => a - b);
     if (stale.length === 0) return undefined;
@@ -463,7 +487,8 @@ class Pass {
       if (!othersUp) return undefined; // an event wakes us when they are
       next = stale[0]!;
     }
-    this.internal.rollout = { instance: next, toVersion: version, phase: "removing", at: this.now };
+    const restart = this.view.instances.get(next)?.kept?.version === version;
+    this.internal.rollout = { instance: next, toVersion: version, phase: "removing", at: this.now, ...(restart && { restart: true }) };
     // The new version starts with a clean slate (restart count and back-off are per version).
     const rec = this.record(next);
     this.setRecord(next, { restarts: 0, failures: 0, ...(rec.node !== undefined && { node: rec.node }), ...(rec.drift !== undefined && { drift: rec.drift }) });
@@ -847,15 +872,53 @@ class Pass {
 
   /**
    * Remove one instance: stop (kill timeout) and remove its containers, then list the nodes (not
-   * the cache) and force-remove any leftover of that instance.
+   * the cache) and force-remove any leftover of that instance. `keepPrevious` (a rollout step):
+   * the kept pod is stopped and kept as the instance's previous containers instead, replacing
+   * those kept before; otherwise the previous containers go with the instance.
    */
-  private async removeInstance(v: InstanceView, killTimeout: number): Promise<void> {
-    await stopAndRemove(
-      this.ops,
-      instanceContainers(v).map((o) => o.c).filter((c) => this.reachable(c.node)),
-      killTimeout,
+  private async removeInstance(v: InstanceView, killTimeout: number, keepPrevious = false): Promise<void> {
+    const all = instanceContainers(v).map((o) => o.c).filter((c) => this.reachable(c.node));
+    if (keepPrevious && v.kept && this.reachable(v.kept.node)) {
+      const kept = podContainers(v.kept).map((o) => o.c);
+      await stopAndRemove(this.ops, all.filter((c) => !kept.includes(c)), killTimeout);
+      await this.keepAsPrevious(v.instance, kept, killTimeout);
+    } else {
+      const previous = (this.view.previous.get(v.instance) ?? []).map((p) => p.c).filter((c) => this.reachable(c.node));
+      await stopAndRemove(this.ops, [...all, ...previous], killTimeout);
+    }
+    await this.sweep((c) => identify(c, this.name)?.instance === v.instance || (!keepPrevious && previousSlot(c.name, this.name)?.instance === v.instance));
+  }
+
+  /**
+   * The previous container (docs/podgroup-controller.md, "The previous container"): the replaced
+   * pod's containers are stopped and renamed to the instance's previous names, after the ones kept
+   * before were removed (at most one per instance and container index). A container that cannot
+   * be kept so is removed, as before.
+   */
+  private async keepAsPrevious(instance: number, pod: CachedContainer[], killTimeout: number): Promise<void> {
+    const older = (this.view.previous.get(instance) ?? []).map((p) => p.c);
+    await stopAndRemove(this.ops, older.filter((c) => this.reachable(c.node)), killTimeout, true);
+    await settleAll(
+      pod.map(async (c) => {
+        const index = identify(c, this.name)?.index ?? 0;
+        const name = previousContainerName(this.name, instance, index);
+        try {
+          await this.o.cluster.stop(c, { timeoutSeconds: killTimeout, signal: this.signal });
+          await this.o.cluster.rename(c, name, { signal: this.signal });
+          this.o.cache.recordRenamed(c.node, c.id, name);
+          this.o.cache.recordDetails(await this.o.cluster.inspect(c, { signal: this.signal }), undefined);
+          this.log.info({ container: c.name, node: c.node, as: name }, "replaced container kept as the previous one");
+        } catch (e) {
+          if (this.signal.aborted) throw e;
+          if (e instanceof NotFoundError && e.resource === "container") {
+            this.o.cache.recordRemoved(c.node, c.id);
+            return;
+          }
+          this.log.warn({ err: e, container: c.name }, "cannot keep the replaced container; removing it");
+          await stopAndRemove(this.ops, [c], killTimeout, true);
+        }
+      }),
     );
-    await this.sweep((c) => identify(c, this.name)?.instance === v.instance);
   }
 
   /** Relist every reachable node for the group's containers and force-remove those `match` selects. */
@@ -878,6 +941,9 @@ class Pass {
     const killTimeout = this.spec ? killTimeoutOf(this.spec.pod) : 10;
     const withContainers = [...this.view.instances.values()].sort((a, b) => b.instance - a.instance);
     const reachableOnes = withContainers.filter((v) => instanceContainers(v).some((o) => this.reachable(o.c.node)));
+    // Kept previous containers are stopped already: removed at once, whatever the batch.
+    const previous = [...this.view.previous.values()].flat().map((p) => p.c).filter((c) => this.reachable(c.node));
+    if (previous.length > 0) await stopAndRemove(this.ops, previous, killTimeout, true);
     if (reachableOnes.length > 0) {
       await this.writeStatus(false); // "removing" is visible while the stops take their time
       // Highest InstanceNo first, a bounded batch per pass.

@@ -14,6 +14,7 @@
 // unreachable so that their state is unknown), running.
 import type { GroupState, PodGroupStatus, PodState, PodStatus } from "../../api/resources/podgroup.ts";
 import { containerStatus, podContainersState } from "../shared/containers.ts";
+import { currentFormat } from "../shared/format.ts";
 import { decodePodDependencies, podDependenciesLabel, type PodDependency } from "../shared/pod-dependencies.ts";
 import { podContainers, type GroupView, type PodCandidate } from "./observe.ts";
 import type { Internal, StoredPodGroup } from "./stored.ts";
@@ -102,6 +103,10 @@ export function buildStatus(i: StatusInput): PodGroupStatus {
     };
     const dependencies = kept && runsWith(kept);
     if (dependencies) pod.dependencies = dependencies;
+    // The kept previous containers (docs/podgroup-controller.md, "The previous container"): shown,
+    // for the logs API to find, never counted.
+    const previous = i.view.previous?.get(instance);
+    if (previous && previous.length > 0) pod.previous = previous.map((p) => containerStatus(p.c, i.nodeAddress(p.c.node), currentFormat));
     pods.push(pod);
   }
 

@@ -24,6 +24,8 @@ export function layout(root: string = orchestratorPrefix) {
     tasks: `${r}tasks/`,
     podGroup: (name: string) => `${r}podgroups/${name}`,
     statusOf: (name: string) => `${r}podgroup-status/${name}`,
+    /** The group's stored pod versions (the API writes them; docs/orchestrator.md, "Spec history"). */
+    historyOf: (name: string) => `${r}podgroup-history/${name}/`,
   };
 }
 export type Layout = ReturnType<typeof layout>;
@@ -36,6 +38,8 @@ export const StoredPodGroupSchema = z.object({
   updatedAt: z.string(),
   deleting: z.boolean().optional(),
   refreshRequestedAt: z.string().optional(),
+  /** Set by POST /api/podgroups/restart: pods created under another value are rolled (absent in older records). */
+  restartedAt: z.string().optional(),
 });
 export type StoredPodGroup = z.infer<typeof StoredPodGroupSchema>;
 
@@ -126,6 +130,8 @@ export interface RolloutStep {
   phase: "removing" | "removed";
   /** Wall-clock ms of the phase change. */
   at: number;
+  /** The step replaces a pod of the current version for a rolling restart (its halt says so). */
+  restart?: boolean;
 }
 
 /** Per-instance memory: restart counting and back-off (RestartRecord), a stateful pod's node, drift. */
@@ -188,7 +194,7 @@ export function readInternal(status: PodGroupStatus | undefined): Internal {
     (ro.phase === "removing" || ro.phase === "removed") &&
     typeof ro.at === "number"
   ) {
-    internal.rollout = { instance: ro.instance, toVersion: ro.toVersion, phase: ro.phase, at: ro.at };
+    internal.rollout = { instance: ro.instance, toVersion: ro.toVersion, phase: ro.phase, at: ro.at, ...(ro.restart === true && { restart: true }) };
   }
   return internal;
 }

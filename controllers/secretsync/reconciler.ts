@@ -26,6 +26,7 @@ import type { Clock } from "../../runtime/clock.ts";
 import { withDeadline } from "../../runtime/deadline.ts";
 import type { Informer } from "../../runtime/informer.ts";
 import type { ReconcileContext, Result } from "../../runtime/result.ts";
+import { isPreviousContainer } from "../shared/previous.ts";
 import { planInstall } from "./files.ts";
 import { decodeMarker, markerCovers, markerHasError, type Marker, type MarkerEntry } from "./marker.ts";
 import { appOf, listsSecrets, type SpecEntry } from "./specs.ts";
@@ -78,6 +79,8 @@ export class SecretSyncReconciler {
     const targets: { container: CachedContainer; listed: string[] }[] = [];
     for (const c of this.o.cache.byLabel(podGroupLabel, name)) {
       if (!installable.has(c.state)) continue;
+      // A kept previous container (docs/podgroup-controller.md) never runs again: no files for it.
+      if (isPreviousContainer(c)) continue;
       // An unreachable node cannot take an upload; its "node-ready" change enqueues the group again.
       if (this.o.cache.nodeState(c.node) !== "ready") continue;
       const index = Number(c.labels[containerIndexLabel] ?? "0");

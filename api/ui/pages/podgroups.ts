@@ -6,6 +6,7 @@ import { html } from "hono/html";
 import { stringify } from "yaml";
 import { may } from "../../auth/index.ts";
 import type { NodeRecord } from "../../resources/node.ts";
+import type { SpecVersion } from "../../orchestrator/history.ts";
 import type { PodGroupWithSpec, PodStatus } from "../../resources/podgroup.ts";
 import type { ApiFailure } from "../api-client.ts";
 import { field, qs, ui, type UiEnv } from "../context.ts";
@@ -22,6 +23,7 @@ const done: Record<string, string> = {
   updated: "The new spec was accepted and is rolled out one instance at a time.",
   unchanged: "The spec is the one already running; nothing to do.",
   deleted: "The PodGroup is being deleted.",
+  rolledback: "The older spec was accepted as a new version and is rolled out one instance at a time.",
 };
 
 export function podGroupPages(): Hono<UiEnv> {
@@ -94,7 +96,7 @@ ${events.ok ? eventsTable(events.value.slice(-15).reverse()) : events.status ===
   // --- one group ----------------------------------------------------------------------------
   const groupPage = async (c: Context<UiEnv>, name: string, extra: { failure?: Html; specText?: string } = {}, status: 200 | 400 | 403 | 404 | 409 | 503 = 200) => {
     const { viewer, json } = ui(c);
-    const res = await json<PodGroupWithSpec>(`/api/podgroups${qs({ name })}`);
+    const [res, history] = await Promise.all([json<PodGroupWithSpec>(`/api/podgroups${qs({ name })}`), json<SpecVersion[]>(`/api/podgroups/history${qs({ name })}`)]);
     if (!res.ok) return c.html(page(name, viewer, "podgroups", html`${extra.failure ?? ""}${errorBox(res.error.message)}<p><a href="/ui/podgroups">All PodGroups</a></p>`), res.status === 404 ? 404 : res.status === 403 ? 403 : 503);
     const g = res.value;
     const canWrite = may(viewer.who, "write", g.spec.namespace);
@@ -135,7 +137,9 @@ ${
 <textarea class="code" name="spec" spellcheck="false" data-testid="spec">${extra.specText ?? podYaml(g)}</textarea>
 <p><button type="submit" data-testid="save-spec">Save and roll out</button></p></form>`
     : html`<pre class="code">${podYaml(g)}</pre>`
-}`;
+}
+<h2>Version history</h2>
+${history.ok ? historyTable(viewer, g, history.value, canWrite && !g.spec.deleting) : errorBox(history.error.message)}`;
     return c.html(page(name, viewer, "podgroups", body), status);
   };
 
@@ -178,6 +182,20 @@ ${
       () => "/ui/podgroups",
     ),
   );
+  // A rollback is a spec update to an older version's pod: it becomes the next version.
+  app.post("/ui/podgroups/:name/rollback", async (c) => {
+    const name = c.req.param("name");
+    const version = Number(field(await c.req.parseBody(), "version"));
+    const history = await ui(c).json<SpecVersion[]>(`/api/podgroups/history${qs({ name })}`);
+    if (!history.ok) return groupPage(c, name, { failure: apiErrorBox(history.error) }, history.status as 400);
+    const entry = history.value.find((e) => e.version === version);
+    if (entry === undefined) return groupPage(c, name, { failure: errorBox(`Version ${field(await c.req.parseBody(), "version")} is not in this group's history.`) }, 400);
+    const { version: _version, ...pod } = entry.pod;
+    const res = await ui(c).json<{ message: string }>(`/api/podgroups${qs({ name, cmd: "spec" })}`, { method: "PATCH", body: pod });
+    if (!res.ok) return groupPage(c, name, { failure: apiErrorBox(res.error) }, res.status as 400);
+    return c.redirect(`/ui/podgroups/${encodeURIComponent(name)}?done=${res.value.message.includes("nothing to do") ? "unchanged" : "rolledback"}`, 303);
+  });
+
   app.post("/ui/podgroups/:name/spec", async (c) => {
     const name = c.req.param("name");
     const text = field(await c.req.parseBody(), "spec");
@@ -257,6 +275,23 @@ ${pods.map(
 <td><a href="/ui/podgroups/${enc}/logs?instance=${p.instanceNo}">logs</a></td></tr>`,
 )}
 </tbody></table></div>`;
+}
+
+/** The stored versions, each with what differs at a glance (images, command) and a rollback button. */
+function historyTable(viewer: Viewer, g: PodGroupWithSpec, versions: SpecVersion[], canWrite: boolean): Html {
+  if (versions.length === 0) return html`<p class="hint">No stored versions.</p>`;
+  const enc = encodeURIComponent(g.spec.name);
+  return html`<table data-testid="history"><thead><tr><th class="num">Version</th><th>Saved</th><th>Containers</th><th></th></tr></thead><tbody>
+${versions.map(
+  (v) => html`<tr data-version="${v.version}"><td class="num">${v.version}${v.version === g.spec.pod.version ? html` <small>(current)</small>` : ""}</td><td>${age(v.savedAt)} ago</td>
+<td>${v.pod.containers.map((k) => html`<div><code>${k.image}</code> ${(k.command ?? []).join(" ")}</div>`)}</td>
+<td>${
+    canWrite && v.version !== g.spec.pod.version
+      ? html`<form method="post" action="/ui/podgroups/${enc}/rollback" class="inline">${csrfInput(viewer)}<input type="hidden" name="version" value="${v.version}"><button type="submit" class="quiet" data-testid="rollback-${v.version}">Roll back to this</button></form>`
+      : ""
+  }</td></tr>`,
+)}
+</tbody></table>`;
 }
 
 function nodeSummary(nodes: NodeRecord[]): Html {

@@ -420,6 +420,7 @@ describe("OpenAPI document", () => {
         "PATCH /api/podgroups",
         "POST /api/depends",
         "POST /api/podgroups",
+        "POST /api/podgroups/restart",
         "PUT /api/depends",
       ].sort(),
     );
@@ -433,7 +434,7 @@ describe("OpenAPI document", () => {
     expect(pg.get!.parameters?.map((p) => [p.name, p.required])).toEqual([["name", true], ["force_update", false]]);
     expect(pg.patch!.parameters?.map((p) => p.name)).toEqual(["name", "cmd", "num_instances", "restart_policy"]);
     const logs = doc.paths["/api/podgroups/logs"]!.get!;
-    expect(logs.parameters?.map((p) => [p.name, p.required])).toEqual([["name", true], ["instance", false], ["follow", false], ["tail", false], ["since", false], ["timestamps", false]]);
+    expect(logs.parameters?.map((p) => [p.name, p.required])).toEqual([["name", true], ["instance", false], ["follow", false], ["tail", false], ["since", false], ["timestamps", false], ["previous", false]]);
     expect(Object.keys(logs.responses).sort()).toEqual(["200", "400", "401", "403", "404", "500", "503"]);
     expect(pg.post!.requestBody).toMatchObject({ required: true, content: { "application/json": { schema: { $ref: "#/components/schemas/PodGroupSpec" } } } });
     expect(doc.components.schemas.PodGroupSpec?.required).toEqual(["name", "namespace", "numInstances", "restartPolicy", "pod"]);

@@ -58,6 +58,7 @@ export class ApiHarness {
   async cleanup(): Promise<void> {
     await this.store.deletePrefix(keys.podGroups + this.run);
     await this.store.deletePrefix(keys.podGroupStatus + this.run);
+    await this.store.deletePrefix(keys.podGroupHistory + this.run);
     await this.store.deletePrefix(keys.nodes + this.run);
     for (const task of await this.tasks()) await this.store.delete(keys.task(task.id));
   }

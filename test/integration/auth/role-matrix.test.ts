@@ -125,6 +125,12 @@ const rows: Row[] = [
     request: (id) => ({ method: "PATCH", path: `/api/podgroups?name=${appA}.p-${id.toLowerCase()}&cmd=spec`, body: { ...pod(appA), annotation: id } }),
     touches: (id) => [pg(`${appA}.p-${id.toLowerCase()}`)],
   },
+  {
+    what: "POST /api/podgroups/restart (a rolling restart is a write)",
+    expect: writeA(202),
+    request: (id) => ({ method: "POST", path: `/api/podgroups/restart?name=${appA}.p-${id.toLowerCase()}` }),
+    touches: (id) => [pg(`${appA}.p-${id.toLowerCase()}`)],
+  },
   { what: "DELETE /api/podgroups", expect: writeA(202), request: (id) => ({ method: "DELETE", path: `/api/podgroups?name=${appA}.d-${id.toLowerCase()}` }), touches: (id) => [pg(`${appA}.d-${id.toLowerCase()}`)] },
   {
     what: "GET /api/depends/_all",

@@ -95,8 +95,9 @@ describe("crash safety", () => {
       }
     })();
 
-    // Kill 1: right after instance 1's v1 container is destroyed (the update wait has begun).
-    let w = onEvent(name, (e) => e.action === "destroy" && e.labels[labelKeys.instance] === "1" && e.labels[labelKeys.version] === "1");
+    // Kill 1: right after instance 1's v1 container is stopped and kept as its previous container
+    // (renamed; the update wait has begun).
+    let w = onEvent(name, (e) => (e.action === "destroy" || e.action === "rename") && e.labels[labelKeys.instance] === "1" && e.labels[labelKeys.version] === "1");
     await new Promise((r) => setTimeout(r, 300));
     await h.updatePod(name, (pod) => (pod.containers[0]!.env = ["V=2"]));
     await w.seen;

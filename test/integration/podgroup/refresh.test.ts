@@ -72,8 +72,11 @@ describe("refresh: missing, older format, stale version", () => {
     await h.put({ ...v1, pod: { ...v1.pod, version: 2 } });
     const after = await h.converged(name, 2, 2, 30_000);
     expect(after.every((a) => a.format === "2")).toBe(true);
-    await expect(h.cluster.inspect(c0)).rejects.toMatchObject({ name: "NotFoundError" });
-    await expect(h.cluster.inspect(c1)).rejects.toMatchObject({ name: "NotFoundError" });
+    // The replaced containers are kept, stopped, as the instances' previous containers.
+    expect([await h.cluster.inspect(c0), await h.cluster.inspect(c1)].map((d) => [d.name, d.status.running])).toEqual([
+      [`${name}.previous-i0`, false],
+      [`${name}.previous-i1`, false],
+    ]);
   });
 });
 

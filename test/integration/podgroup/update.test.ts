@@ -50,7 +50,7 @@ describe("spec update", () => {
         const e = ev as ContainerEvent;
         events.push({ action: e.action, instance: Number(e.labels[labelKeys.instance]), version: Number(e.labels[labelKeys.version]), at: Date.now() });
       },
-      { filters: { label: [`${labelKeys.podGroup}=${name}`], event: ["create", "destroy"] } },
+      { filters: { label: [`${labelKeys.podGroup}=${name}`], event: ["create", "destroy", "rename"] } },
     );
     await new Promise((r) => setTimeout(r, 300));
     const sampler = sample(name);
@@ -66,9 +66,11 @@ describe("spec update", () => {
       const v2 = [...new Set(s.filter((a) => a.version === 2).map((a) => a.instance))].sort();
       expect(v2).toEqual(v2.map((_, i) => i));
     }
-    // Order and the update wait: destroy v1 of i, >= 500 ms, create v2 of i, then the next instance.
-    const order = events.filter((e) => (e.action === "destroy" && e.version === 1) || (e.action === "create" && e.version === 2));
-    expect(order.map((e) => `${e.action}:${e.instance}`)).toEqual(["destroy:0", "create:0", "destroy:1", "create:1", "destroy:2", "create:2"]);
+    // Order and the update wait: v1 of i stopped and kept as its previous container (a rename, not
+    // a destroy: docs/podgroup-controller.md, "The previous container"), >= 500 ms, create v2 of
+    // i, then the next instance.
+    const order = events.filter((e) => ((e.action === "destroy" || e.action === "rename") && e.version === 1) || (e.action === "create" && e.version === 2));
+    expect(order.map((e) => `${e.action}:${e.instance}`)).toEqual(["rename:0", "create:0", "rename:1", "create:1", "rename:2", "create:2"]);
     for (let i = 0; i < 3; i++) expect(order[2 * i + 1]!.at - order[2 * i]!.at).toBeGreaterThanOrEqual(450);
 
     const d = await h.cluster.inspect(after[2]!.c);

@@ -41,6 +41,17 @@ describe("renderPodGroup", () => {
     expect(renderPodGroup(g).split("\n")[1]).toMatch(/^hello +demo +updating +1\/2 +2 +always +-$/);
   });
 
+  it("says when the last rolling restart was asked for, under the group's line", () => {
+    const g = group([pod(0, "running")]);
+    g.spec.restartedAt = "2026-11-26T12:00:00.000Z";
+    expect(renderPodGroup(g).split("\n").slice(1, 4)).toEqual([
+      "hello     demo       running  1/1        1        always   -",
+      "rolling restart requested at 2026-11-26T12:00:00.000Z",
+      "",
+    ]);
+    expect(renderPodGroup(group([pod(0, "running")]))).not.toMatch(/rolling restart/);
+  });
+
   it("says so when the group has no instances", () => {
     expect(renderPodGroup(group([], { numInstances: 0 }))).toMatch(/\n\nno instances\n$/);
   });

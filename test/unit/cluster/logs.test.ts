@@ -106,6 +106,11 @@ describe("the engine's log query", () => {
     });
   });
 
+  it("passes until (output before a time) the same way, and refuses a bad one", () => {
+    expect(logQuery(ref, { until: 1_700_000_000_500 }).until).toBe("1700000000.500000000");
+    expect(() => logQuery(ref, { until: 0 })).toThrow(/until/);
+  });
+
   it("writes times as seconds.nanoseconds", () => {
     expect(unixTime(0)).toBe("0.000000000");
     expect(unixTime(1_500)).toBe("1.500000000");

@@ -1,0 +1,305 @@
+// The EventRecorder: how the controllers record events (docs/events.md). One public call,
+// record(event), which never throws and never waits: the write happens in the background.
+//
+// - Aggregation (as Kubernetes' event correlator does): the same event (object, instance, node,
+//   reason, message) again within `aggregateWindowMs` (10 min) of its last occurrence updates the
+//   one record, count + 1 and lastTime, instead of writing a new one. The index of recent events
+//   is in memory, bounded (`maxAggregates`, least recently seen dropped first); a process that
+//   forgot an event (restart, eviction) starts a new record for its next occurrence.
+// - A per-object rate limit (token bucket per kind/name: `burst` writes, then one per `refillMs`)
+//   keeps a crash loop from flooding the store. An event over the limit is held in memory (at
+//   most `maxHeldPerObject` per object, the rest dropped and counted) and written, with its count
+//   by then, once the object's bucket has a token again.
+// - Writes never fail or slow a reconcile: they run in a bounded queue, each with a deadline
+//   (`writeTimeoutMs`), one write per record at a time (a repeat during a write is written after
+//   it, so counts only grow); failures are logged and counted. The store is the fenced one: a
+//   process that is not the leader writes nothing (NotLeaderError, logged at debug).
+import PQueue from "p-queue";
+import { randomBytes } from "node:crypto";
+import { Registry } from "prom-client";
+import { NotLeaderError } from "../../adapters/store/fenced.ts";
+import type { Store } from "../../adapters/store/store.ts";
+import { eventsKeyPrefix, type EventInput, type EventRecord } from "../../api/resources/event.ts";
+import { realClock, type Clock, type TimerHandle } from "../../runtime/clock.ts";
+import { withDeadline } from "../../runtime/deadline.ts";
+import { silentLogger, type Logger } from "../../runtime/log.ts";
+import { counter } from "../../runtime/metrics.ts";
+
+/** What a controller is given: somewhere to record events. */
+export interface EventSink {
+  record(event: EventInput): void;
+}
+
+/** Records nothing (controllers built without a recorder, tests). */
+export const noEvents: EventSink = { record() {} };
+
+export interface EventRecorderOptions {
+  /** The FENCED store: only the leader records. */
+  store: Store;
+  /** Key prefix (default /platform/orchestrator/events/). */
+  prefix?: string;
+  /** Timers, deadlines, the rate limit and the aggregation window. */
+  clock?: Clock;
+  /** Wall clock (ms since the epoch) for firstTime and lastTime; default Date.now. */
+  now?: () => number;
+  log?: Logger;
+  registry?: Registry;
+  /** Repeats within this long of the last occurrence are counted in one record (10 min). */
+  aggregateWindowMs?: number;
+  /** Events remembered for aggregation (4096). */
+  maxAggregates?: number;
+  /** Per object: writes allowed at once (25)... */
+  burst?: number;
+  /** ...then one more per this long (10 s). */
+  refillMs?: number;
+  /** Events held per object while it is over its rate (32); more are dropped. */
+  maxHeldPerObject?: number;
+  /** Objects whose rate is tracked (4096). */
+  maxObjects?: number;
+  /** Deadline of one write (5 s). */
+  writeTimeoutMs?: number;
+  /** Writes in flight (4) and queued (1000; more are dropped). */
+  writeConcurrency?: number;
+  maxQueuedWrites?: number;
+}
+
+interface Aggregate {
+  key: string;
+  record: EventRecord;
+  object: string;
+  /** clock.now() of the last occurrence. */
+  lastAt: number;
+  writing: boolean;
+  /** Changed while a write was in flight: write again after it. */
+  dirty: boolean;
+}
+
+interface Bucket {
+  tokens: number;
+  at: number;
+  held: Set<Aggregate>;
+  timer: TimerHandle | undefined;
+}
+
+let sequence = 0;
+
+/** A time-sortable id: the ms zero-padded, a process sequence number, a random part (two leaders' ids never collide). */
+export function eventId(ms: number): string {
+  sequence = (sequence + 1) % 36 ** 6;
+  return `${String(Math.max(0, Math.floor(ms))).padStart(13, "0")}-${sequence.toString(36).padStart(6, "0")}-${randomBytes(3).toString("hex")}`;
+}
+
+export class EventRecorder implements EventSink {
+  private readonly store: Store;
+  private readonly prefix: string;
+  private readonly clock: Clock;
+  private readonly now: () => number;
+  private readonly log: Logger;
+  private readonly windowMs: number;
+  private readonly maxAggregates: number;
+  private readonly burst: number;
+  private readonly refillMs: number;
+  private readonly maxHeld: number;
+  private readonly maxObjects: number;
+  private readonly writeTimeoutMs: number;
+  private readonly maxQueued: number;
+  private readonly queue: PQueue;
+  private readonly aggregates = new Map<string, Aggregate>();
+  private readonly buckets = new Map<string, Bucket>();
+  private readonly outcomes: ReturnType<typeof counter<"result">>;
+  private lastWarnAt = -Infinity;
+  private suppressedWarnings = 0;
+
+  constructor(opts: EventRecorderOptions) {
+    this.store = opts.store;
+    this.prefix = opts.prefix ?? eventsKeyPrefix();
+    this.clock = opts.clock ?? realClock;
+    this.now = opts.now ?? Date.now;
+    this.log = (opts.log ?? silentLogger).child({ component: "events" });
+    this.windowMs = opts.aggregateWindowMs ?? 10 * 60_000;
+    this.maxAggregates = opts.maxAggregates ?? 4096;
+    this.burst = opts.burst ?? 25;
+    this.refillMs = opts.refillMs ?? 10_000;
+    this.maxHeld = opts.maxHeldPerObject ?? 32;
+    this.maxObjects = opts.maxObjects ?? 4096;
+    this.writeTimeoutMs = opts.writeTimeoutMs ?? 5_000;
+    this.maxQueued = opts.maxQueuedWrites ?? 1000;
+    if (!(this.windowMs >= 0 && this.maxAggregates >= 1 && this.burst >= 1 && this.refillMs > 0 && this.maxHeld >= 0 && this.maxObjects >= 1 && this.writeTimeoutMs > 0)) {
+      throw new RangeError("event recorder: bad bounds");
+    }
+    this.queue = new PQueue({ concurrency: opts.writeConcurrency ?? 4 });
+    this.outcomes = counter(opts.registry ?? new Registry(), {
+      name: "events_recorded_total",
+      help: "Events recorded, by outcome: written, aggregated (a repeat counted), held (over the object's rate), dropped, failed (the write)",
+      labelNames: ["result"],
+    });
+  }
+
+  /** Record `event`. Never throws, never waits. */
+  record(event: EventInput): void {
+    try {
+      this.add(event);
+    } catch (e) {
+      this.warn(e, "recording an event failed");
+    }
+  }
+
+  /** Resolves once no write is queued or in flight (held events aside). For tests and shutdown. */
+  async idle(): Promise<void> {
+    await this.queue.onIdle();
+  }
+
+  /** Cancel the timers of held events (they are not written). */
+  close(): void {
+    for (const b of this.buckets.values()) b.timer?.cancel();
+    this.buckets.clear();
+  }
+
+  private add(event: EventInput): void {
+    const at = this.clock.now();
+    const time = new Date(this.now()).toISOString();
+    const key = JSON.stringify([event.kind, event.name, event.instance ?? null, event.node ?? null, event.reason, event.message]);
+    let agg = this.aggregates.get(key);
+    if (agg !== undefined && at - agg.lastAt < this.windowMs) {
+      agg.record = { ...agg.record, count: agg.record.count + 1, lastTime: time, type: event.type, ...(event.app !== undefined && { app: event.app }) };
+      agg.lastAt = at;
+      this.aggregates.delete(key); // most recently seen last
+      this.aggregates.set(key, agg);
+      this.outcomes.inc({ result: "aggregated" });
+    } else {
+      const id = eventId(this.now());
+      agg = {
+        key: `${this.prefix}${id}`,
+        record: { id, ...withoutUndefined(event), count: 1, firstTime: time, lastTime: time },
+        object: `${event.kind}/${event.name}`,
+        lastAt: at,
+        writing: false,
+        dirty: false,
+      };
+      this.aggregates.delete(key);
+      this.aggregates.set(key, agg);
+      while (this.aggregates.size > this.maxAggregates) this.aggregates.delete(this.aggregates.keys().next().value!);
+    }
+    this.schedule(agg);
+  }
+
+  /** Write `agg` now if its object has a token, else hold it until one is there. */
+  private schedule(agg: Aggregate): void {
+    if (agg.writing) {
+      agg.dirty = true;
+      return;
+    }
+    const bucket = this.bucket(agg.object);
+    if (bucket.held.has(agg)) return; // written with its latest count when the bucket refills
+    if (bucket.tokens >= 1) {
+      bucket.tokens -= 1;
+      this.write(agg);
+      return;
+    }
+    if (bucket.held.size >= this.maxHeld) {
+      this.outcomes.inc({ result: "dropped" });
+      this.log.debug({ object: agg.object, reason: agg.record.reason }, "event dropped: its object is over its rate");
+      return;
+    }
+    bucket.held.add(agg);
+    this.outcomes.inc({ result: "held" });
+    if (bucket.timer === undefined) {
+      const wait = Math.max(1, Math.ceil((1 - bucket.tokens) * this.refillMs));
+      bucket.timer = this.clock.setTimer(wait, () => {
+        bucket.timer = undefined;
+        this.release(agg.object, bucket);
+      });
+    }
+  }
+
+  /** The object's bucket, refilled to now. */
+  private bucket(object: string): Bucket {
+    const now = this.clock.now();
+    let b = this.buckets.get(object);
+    if (b === undefined) {
+      b = { tokens: this.burst, at: now, held: new Set(), timer: undefined };
+      this.buckets.set(object, b);
+      this.evictBuckets();
+    } else {
+      b.tokens = Math.min(this.burst, b.tokens + (now - b.at) / this.refillMs);
+      b.at = now;
+      this.buckets.delete(object); // most recently used last
+      this.buckets.set(object, b);
+    }
+    return b;
+  }
+
+  /** Forget the least recently used objects beyond maxObjects (their held events with them). */
+  private evictBuckets(): void {
+    for (const [object, b] of this.buckets) {
+      if (this.buckets.size <= this.maxObjects) break;
+      b.timer?.cancel();
+      this.buckets.delete(object);
+    }
+  }
+
+  /** The bucket has a token again: write held events, oldest first, while tokens last. */
+  private release(object: string, bucket: Bucket): void {
+    if (this.buckets.get(object) !== bucket) return; // evicted meanwhile
+    this.bucket(object);
+    for (const agg of [...bucket.held]) {
+      if (bucket.tokens < 1) break;
+      bucket.held.delete(agg);
+      if (agg.writing) {
+        agg.dirty = true;
+        continue;
+      }
+      bucket.tokens -= 1;
+      this.write(agg);
+    }
+    if (bucket.held.size > 0 && bucket.timer === undefined) {
+      bucket.timer = this.clock.setTimer(Math.max(1, Math.ceil((1 - bucket.tokens) * this.refillMs)), () => {
+        bucket.timer = undefined;
+        this.release(object, bucket);
+      });
+    }
+  }
+
+  private write(agg: Aggregate): void {
+    if (this.queue.size >= this.maxQueued) {
+      this.outcomes.inc({ result: "dropped" });
+      this.warn(undefined, "event dropped: too many event writes queued (is the store slow?)");
+      return;
+    }
+    agg.writing = true;
+    agg.dirty = false;
+    const value = JSON.stringify(agg.record);
+    void this.queue.add(async () => {
+      try {
+        await withDeadline(this.store.put(agg.key, value), this.writeTimeoutMs, this.clock, `write event ${agg.record.id}`);
+        this.outcomes.inc({ result: "written" });
+      } catch (e) {
+        this.outcomes.inc({ result: "failed" });
+        if (e instanceof NotLeaderError) this.log.debug({ err: e, event: agg.record.id }, "event not written: not the leader");
+        else this.warn(e, "event write failed");
+      } finally {
+        agg.writing = false;
+        if (agg.dirty) {
+          agg.dirty = false;
+          this.schedule(agg);
+        }
+      }
+    });
+  }
+
+  /** A warning at most every 30 s; the ones in between are counted in the next. */
+  private warn(err: unknown, message: string): void {
+    const now = this.clock.now();
+    if (now - this.lastWarnAt < 30_000) {
+      this.suppressedWarnings++;
+      return;
+    }
+    this.log.warn({ ...(err !== undefined && { err }), ...(this.suppressedWarnings > 0 && { suppressed: this.suppressedWarnings }) }, message);
+    this.lastWarnAt = now;
+    this.suppressedWarnings = 0;
+  }
+}
+
+function withoutUndefined(e: EventInput): EventInput {
+  return JSON.parse(JSON.stringify(e)) as EventInput;
+}
