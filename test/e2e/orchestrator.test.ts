@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DockerCluster, type ContainerSummary } from "../../adapters/cluster/index.ts";
 import type { PodGroupWithSpec } from "../../api/resources/podgroup.ts";
 import { loadServices, uniqueName } from "../helpers/services.ts";
+import { isPreviousContainer } from "../../controllers/shared/previous.ts";
 
 const bin = fileURLToPath(new URL("../../cli/bin/capstan.mjs", import.meta.url));
 const services = loadServices();
@@ -163,11 +164,16 @@ describe("capstan orchestrator with the client commands", () => {
     expect(r.stdout).toContain(`podgroup/${group} spec updated`);
     expect(r.stdout).toContain("replicas set to 2");
     expect(r.stdout).toContain(`${group}: 2/2 running at version 2`);
-    const containers = await containersOf(group);
+    const all = await containersOf(group);
+    const containers = all.filter((c) => !isPreviousContainer(c));
     expect(containers.map((c) => [c.labels["io.capstan.instance"], c.labels["io.capstan.version"], c.state])).toEqual([
       ["0", "2", "running"],
       ["1", "2", "running"],
     ]);
+    // The replaced version-1 containers are kept stopped, at most one per instance (logs -previous).
+    const kept = all.filter((c) => isPreviousContainer(c));
+    expect(kept.every((c) => c.labels["io.capstan.version"] === "1" && c.state !== "running")).toBe(true);
+    expect(new Set(kept.map((c) => c.labels["io.capstan.instance"])).size).toBe(kept.length);
     const env = (await cluster.inspect(containers[0]!)).env;
     expect(env).toContain("GREETING=v2");
   });
