@@ -26,7 +26,7 @@ export default tseslint.config(
     files: ["api/ui/static/**/*.js"],
     languageOptions: {
       sourceType: "script",
-      globals: { window: "readonly", document: "readonly", location: "readonly", EventSource: "readonly", WebSocket: "readonly", TextEncoder: "readonly", TextDecoder: "readonly", ResizeObserver: "readonly", Terminal: "readonly", FitAddon: "readonly", URL: "readonly" },
+      globals: { window: "readonly", document: "readonly", location: "readonly", EventSource: "readonly", WebSocket: "readonly", TextEncoder: "readonly", TextDecoder: "readonly", ResizeObserver: "readonly", Terminal: "readonly", FitAddon: "readonly", URL: "readonly", URLSearchParams: "readonly" },
     },
   },
 );

@@ -99,7 +99,8 @@ async function main(): Promise<void> {
   const access = { gate: tokenGate(verifier), hostAccess: hostAccessPolicy([], []) };
   const app = new Hono();
   app.route("/", createPodGroupApi({ store, ...informers, access }));
-  app.route("/", createWebConsole({ api: inProcessApi(app), verifier, authMode: "token", secure: false }));
+  const sessions = { open: async () => ({ token }), close: async () => undefined };
+  app.route("/", createWebConsole({ api: inProcessApi(app), verifier, sessions, authMode: "token", secure: false }));
   const base = await new Promise<string>((resolve) => {
     server = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0 }, (info: AddressInfo) => resolve(`http://127.0.0.1:${info.port}`));
   });

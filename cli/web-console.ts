@@ -2,8 +2,10 @@
 // process's own listener, beside the APIs it calls in memory as the signed-in user. `capstan up`
 // and `capstan console` install it; a page whose API the process does not serve says so.
 import type { Hono } from "hono";
+import { issueToken, revokeIssuedToken } from "../api/console/issued-tokens.ts";
+import { ssoTokenOrigin } from "../api/console/sso.ts";
 import { inProcessApi } from "../api/ui/api-client.ts";
-import { createWebConsole, type SsoLogin } from "../api/ui/web-console.ts";
+import { createWebConsole, type SessionTokens, type SsoLogin } from "../api/ui/web-console.ts";
 import type { ServeContext } from "./serve.ts";
 
 export interface WebConsoleSettings {
@@ -15,13 +17,25 @@ export interface WebConsoleSettings {
   registry?: Pick<Hono, "request"> | undefined;
 }
 
+/** How long a session made by signing in with a pasted token lasts (docs/web-console.md). */
+export const webSessionTtlMs = 12 * 3600_000;
+/** The `origin` of a session token's record. */
+export const webSessionOrigin = "web-session";
+
 export function installWebConsole(ctx: ServeContext, settings: WebConsoleSettings): void {
-  const { manager } = ctx;
+  const { manager, store } = ctx;
+  const sessions: SessionTokens = {
+    open: (who) => issueToken(store, { user: who.user, role: who.role, apps: [...who.apps], ttlMs: webSessionTtlMs, origin: webSessionOrigin, nowMs: Date.now() }),
+    async close(tokenId) {
+      if (await revokeIssuedToken(store, tokenId, [webSessionOrigin, ssoTokenOrigin])) ctx.verifier.forget();
+    },
+  };
   manager.app.route(
     "/",
     createWebConsole({
       api: inProcessApi(manager.app),
       verifier: ctx.verifier,
+      sessions,
       authMode: ctx.access.gate.mode,
       secure: settings.secure,
       sso: settings.sso,

@@ -6,6 +6,7 @@
 // With authentication off (`-auth none`, allowed on loopback listeners only) every caller is the
 // anonymous admin; the listener check is the process's (cli/auth-options.ts).
 import type { Context } from "hono";
+import { createHmac, timingSafeEqual } from "node:crypto";
 import { readCookie } from "../http/cookies.ts";
 import { forbidden, unauthorized } from "../http/index.ts";
 import { remember } from "./audit.ts";
@@ -13,8 +14,20 @@ import { anonymousAdmin, type Principal } from "./principal.ts";
 import type { TokenVerifier } from "./verifier.ts";
 
 export const tokenHeader = "access-token";
-/** The web console's session cookie: it holds the signed-in user's access token (docs/web-console.md). */
+/**
+ * The web console's session cookie: a session token the console made at sign-in (docs/web-console.md).
+ * Behind HTTPS it is named with the `__Host-` prefix: the browser then keeps it to this host, path
+ * "/" and Secure, and no sibling domain can set one.
+ */
 export const sessionCookie = "capstan_session";
+export const secureSessionCookie = "__Host-capstan_session";
+/** The only API path a session cookie may authenticate: the exec terminal's WebSocket. */
+export const browserSocketPath = "/api/podgroups/exec";
+
+/** The CSRF token of the session that holds `accessToken` (docs/web-console.md, "Sessions and CSRF"). */
+export function csrfTokenFor(accessToken: string): string {
+  return createHmac("sha256", accessToken).update("capstan web console csrf v1").digest("base64url");
+}
 
 export interface Gate {
   /** The caller; throws 401 (with WWW-Authenticate) for a missing or bad credential. */
@@ -34,12 +47,15 @@ export function requestToken(header: (name: string) => string | undefined): stri
 }
 
 /**
- * The session cookie's token, for a WebSocket upgrade from a page of this same origin only (the
- * web console's exec terminal: a browser cannot set headers on a WebSocket). Every other request
- * must carry the token in a header, so a cookie never authenticates a cross-site form or fetch;
- * for an upgrade, the browser's Origin header says which page asked, and it must be this host.
+ * The session cookie's token, for the web console's exec terminal only: a GET upgrade to a
+ * WebSocket on the exec path (a browser cannot set headers on a WebSocket), from a page of this
+ * same origin (the browser's Origin header), carrying the session's CSRF token in `csrf_token`
+ * (so a page that merely opens the terminal's URL runs nothing). Every other request must carry
+ * its token in a header: a cookie never authenticates a cross-site form or fetch.
  */
-export function browserSocketToken(header: (name: string) => string | undefined): string | undefined {
+export function browserSocketToken(req: { method: string; path: string; header: (name: string) => string | undefined; query: (name: string) => string | undefined }): string | undefined {
+  const { header } = req;
+  if (req.method !== "GET" || req.path !== browserSocketPath) return undefined;
   if (header("upgrade")?.toLowerCase() !== "websocket") return undefined;
   const origin = header("origin");
   const host = header("host");
@@ -49,7 +65,13 @@ export function browserSocketToken(header: (name: string) => string | undefined)
   } catch {
     return undefined;
   }
-  return readCookie(header("cookie"), sessionCookie);
+  const cookies = header("cookie");
+  const token = readCookie(cookies, secureSessionCookie) ?? readCookie(cookies, sessionCookie);
+  const sent = req.query("csrf_token");
+  if (token === undefined || sent === undefined) return undefined;
+  const want = Buffer.from(csrfTokenFor(token));
+  const got = Buffer.from(sent);
+  return want.length === got.length && timingSafeEqual(want, got) ? token : undefined;
 }
 
 export function tokenGate(verifier: TokenVerifier): Gate {
@@ -57,7 +79,7 @@ export function tokenGate(verifier: TokenVerifier): Gate {
     mode: "token",
     async authenticate(c) {
       const header = (name: string) => c.req.header(name);
-      const token = requestToken(header) ?? browserSocketToken(header);
+      const token = requestToken(header) ?? browserSocketToken({ method: c.req.method, path: c.req.path, header, query: (name) => c.req.query(name) });
       if (token === undefined) throw unauthorized(`missing access token: send it as "${tokenHeader}: <token>" or "Authorization: Bearer <token>"`);
       const who = await verifier.verify(token);
       remember(c.req.raw, who);

@@ -27,8 +27,8 @@ import { isLoopbackHost } from "../../runtime/loopback.ts";
 import { readJsonBody } from "../http/index.ts";
 import { systemWallClock, type WallClock } from "./clock.ts";
 import { authErrorHandler } from "./errors.ts";
-import { consolePrefix, decodeRecord, Email, tokenKey, type TokenRecord } from "./records.ts";
-import { generateToken, hashSecret } from "./tokens.ts";
+import { consolePrefix, decodeRecord, Email } from "./records.ts";
+import { issueToken, TokenIdCollisionError, type IssuedToken } from "./issued-tokens.ts";
 
 export const ssoStateKeyKey = `${consolePrefix}sso-state-key`;
 /** How long a login may take from start to token. */
@@ -331,23 +331,15 @@ export function createSsoLogin(opts: SsoLoginOptions): SsoLogin {
       if (!email.success) throw new SsoError(403, "Forbidden", "the identity provider's e-mail claim is not an e-mail address the console takes");
       const user = email.data;
       const role = admins.has(user) ? "admin" : "user";
-      const fresh = generateToken();
-      const createdAt = clock.now();
-      const record: TokenRecord = {
-        id: fresh.id,
-        user,
-        role,
-        hash: hashSecret(fresh.secret),
-        createdAt: new Date(createdAt).toISOString(),
-        expiresAt: new Date(createdAt + settings.tokenTtlMs).toISOString(),
-        origin: ssoTokenOrigin,
-      };
-      const key = tokenKey(fresh.id);
-      const result = await store.put(key, JSON.stringify(record), { expect: [{ key, target: "createRevision", equals: 0 }] });
-      // 48 random bits collided with a stored id: astronomically rare; the login starts again.
-      if (!result.succeeded) throw new SsoError(503, "Unavailable", "token id collision; start again");
-      audit.info({ tokenId: record.id, user, role, expiresAt: record.expiresAt, object: `token/${record.id}`, outcome: "allowed" }, "sso login: token created");
-      return { token: fresh.token, tokenId: fresh.id, user, role, expiresAt: record.expiresAt! };
+      let issued: IssuedToken;
+      try {
+        issued = await issueToken(store, { user, role, ttlMs: settings.tokenTtlMs, origin: ssoTokenOrigin, nowMs: clock.now() });
+      } catch (e) {
+        if (e instanceof TokenIdCollisionError) throw new SsoError(503, "Unavailable", "token id collision; start again");
+        throw e;
+      }
+      audit.info({ tokenId: issued.id, user, role, expiresAt: issued.expiresAt, object: `token/${issued.id}`, outcome: "allowed" }, "sso login: token created");
+      return { token: issued.token, tokenId: issued.id, user, role, expiresAt: issued.expiresAt };
     },
   };
 }

@@ -8,11 +8,14 @@
 // Every mutating request also carries a CSRF token: HMAC-SHA256 of a fixed label keyed by the
 // session's access token. It is stateless (any replica checks it), differs per session, and a
 // page of another origin cannot compute it without the token, which it cannot read.
-import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
-import { sessionCookie } from "../auth/gate.ts";
+import { randomBytes, timingSafeEqual } from "node:crypto";
+import { csrfTokenFor, secureSessionCookie, sessionCookie } from "../auth/gate.ts";
 
 export { readCookie } from "../http/cookies.ts";
-export { sessionCookie };
+export { csrfTokenFor, secureSessionCookie, sessionCookie };
+
+/** The session cookie's name: `__Host-` prefixed behind HTTPS. */
+export const sessionCookieName = (secure: boolean) => (secure ? secureSessionCookie : sessionCookie);
 
 /** Double-submit cookie of the login forms (before a session exists there is no token to key on). */
 export const loginCookie = "capstan_login";
@@ -21,10 +24,6 @@ export const ssoCookie = "capstan_sso";
 export const csrfHeader = "x-csrf-token";
 export const csrfField = "_csrf";
 
-/** The CSRF token of the session that holds `accessToken`. */
-export function csrfTokenFor(accessToken: string): string {
-  return createHmac("sha256", accessToken).update("capstan web console csrf v1").digest("base64url");
-}
 
 /** Compares two secrets in constant time (for equal lengths). */
 export function sameSecret(a: string | undefined, b: string | undefined): boolean {

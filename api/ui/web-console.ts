@@ -11,6 +11,7 @@
 // for a POST, the same-origin check and the CSRF token; then the page, which calls the APIs.
 import { createHash, randomBytes } from "node:crypto";
 import { Hono, type Context } from "hono";
+import { bodyLimit } from "hono/body-limit";
 import { html } from "hono/html";
 import { anonymousAdmin, type Principal } from "../auth/index.ts";
 import type { TokenVerifier } from "../auth/verifier.ts";
@@ -25,7 +26,7 @@ import { logPages } from "./pages/logs.ts";
 import { podGroupPages } from "./pages/podgroups.ts";
 import { registryPages } from "./pages/registry.ts";
 import { secretPages } from "./pages/secrets.ts";
-import { csrfField, csrfHeader, csrfTokenFor, loginCookie, loginNonce, readCookie, sameSecret, sessionCookie, setCookie, ssoCookie } from "./session.ts";
+import { csrfField, csrfHeader, csrfTokenFor, loginCookie, loginNonce, readCookie, sameSecret, sessionCookieName, setCookie, ssoCookie } from "./session.ts";
 import { staticAssets } from "./static.ts";
 
 /** The console's OpenID sign-in, done server side (the console's SSO service). */
@@ -34,11 +35,24 @@ export interface SsoLogin {
   finish(req: { code: string; state: string; codeVerifier: string; redirectUri: string }): Promise<{ token: string; user: string; role: string; expiresAt?: string }>;
 }
 
+/**
+ * The tokens behind sessions: a sign-in with a pasted token gets a session token of its own (the
+ * pasted one never goes into a cookie), and a sign-out revokes the session's token.
+ */
+export interface SessionTokens {
+  /** A new session token for the caller a pasted token names. */
+  open(who: Principal): Promise<{ token: string }>;
+  /** Revokes token `tokenId` when the console made it (a session, or a single sign-on login). */
+  close(tokenId: string): Promise<void>;
+}
+
 export interface WebConsoleOptions {
   /** The process's APIs, called as the user. */
   api: ApiCaller;
   /** Checks the session's access token (the gate's verifier). */
   verifier: Pick<TokenVerifier, "verify">;
+  /** Makes and ends session tokens (required with authMode "token"). */
+  sessions?: SessionTokens;
   /** "none" (-auth none): no sign-in; every visitor is the anonymous admin, as on the APIs. */
   authMode: "token" | "none";
   /** Served over HTTPS: cookies get Secure. */
@@ -59,6 +73,9 @@ export function createWebConsole(opts: WebConsoleOptions): Hono<UiEnv> {
   // so a page reloaded after a restart gets a fresh one.
   const anonymousKey = randomBytes(32).toString("base64url");
   const app = new Hono<UiEnv>();
+  const sessionCookie = sessionCookieName(opts.secure);
+  const sessions = opts.sessions;
+  if (opts.authMode === "token" && sessions === undefined) throw new Error("the web console needs session tokens when authentication is on");
 
   // "/ui/*", never "*": this app is mounted on the process's root app beside the APIs.
   app.use("/ui/*", async (c, next) => {
@@ -73,6 +90,12 @@ export function createWebConsole(opts: WebConsoleOptions): Hono<UiEnv> {
     log.error({ err, path: c.req.path }, "web console page failed");
     return c.html(page("Something went wrong", undefined, "", errorBox("The page could not be built; the console's log has the cause.")), 500);
   });
+
+  // Form bodies are small: refuse big ones before they are read (a sign-in form is refused larger
+  // than 16 KiB, every other form larger than 1 MiB, a secret file's limit).
+  const tooLarge = (c: Context) => c.text("request body too large", 413);
+  app.post("/ui/login", bodyLimit({ maxSize: 16 << 10, onError: tooLarge }));
+  app.use("/ui/*", bodyLimit({ maxSize: (1 << 20) + (64 << 10), onError: tooLarge }));
 
   app.route("/ui/static", staticAssets());
   app.get("/ui", (c) => c.redirect("/ui/", 302));
@@ -105,14 +128,21 @@ ${opts.sso !== undefined ? html`<p><a class="button" href="/ui/login/sso" data-t
   app.get("/ui/login", (c) => (opts.authMode === "none" ? c.redirect("/ui/", 302) : loginPage(c)));
   app.post("/ui/login", async (c) => {
     if (!sameOrigin(c)) return c.text("cross-site request refused", 403);
+    // The form's own cookie first: a request that never loaded the form is refused unread.
+    const nonce = readCookie(c.req.header("cookie"), loginCookie);
+    if (nonce === undefined || !(c.req.header("content-type") ?? "").startsWith("application/x-www-form-urlencoded")) return loginPage(c, "The sign-in form expired; try again.", 403);
     const form = await c.req.parseBody();
-    if (!sameSecret(field(form, csrfField), readCookie(c.req.header("cookie"), loginCookie))) return loginPage(c, "The sign-in form expired; try again.", 403);
-    const token = field(form, "token").trim();
+    if (!sameSecret(field(form, csrfField), nonce)) return loginPage(c, "The sign-in form expired; try again.", 403);
+    const pasted = field(form, "token").trim();
+    let who: Principal;
     try {
-      await opts.verifier.verify(token);
+      who = await opts.verifier.verify(pasted);
     } catch {
       return loginPage(c, "That access token is invalid, expired or revoked.", 401);
     }
+    if (sessions === undefined) return loginPage(c, "Sign-in is off.", 403);
+    const { token } = await sessions.open(who);
+    log.info({ tokenId: who.tokenId, user: who.user, role: who.role }, "web console session opened");
     c.header("Set-Cookie", cookie(sessionCookie, token), { append: true });
     c.header("Set-Cookie", cookie(loginCookie, "", 0, "Strict", "/ui/login"), { append: true });
     return c.redirect("/ui/", 303);
@@ -140,7 +170,8 @@ ${opts.sso !== undefined ? html`<p><a class="button" href="/ui/login/sso" data-t
       const clear = cookie(ssoCookie, "", 0, "Lax", "/ui/login/sso");
       c.header("Set-Cookie", clear, { append: true });
       const error = c.req.query("error");
-      if (error !== undefined) return loginPage(c, `The identity provider refused the sign-in: ${error}${c.req.query("error_description") ? ` (${c.req.query("error_description")})` : ""}`, 403);
+      // Fixed words only: this URL can be linked from anywhere, so it must not put its own text on our page.
+      if (error !== undefined) return loginPage(c, `The identity provider refused the sign-in (${providerErrors[error] ?? "an error"}). Start again.`, 403);
       let flight: { v?: unknown; s?: unknown } = {};
       try {
         flight = JSON.parse(Buffer.from(readCookie(c.req.header("cookie"), ssoCookie) ?? "", "base64url").toString("utf8")) as typeof flight;
@@ -198,7 +229,9 @@ ${opts.sso !== undefined ? html`<p><a class="button" href="/ui/login/sso" data-t
     await next();
   });
 
-  app.post("/ui/logout", (c) => {
+  app.post("/ui/logout", async (c) => {
+    const { who } = c.get("ui").viewer;
+    if (sessions !== undefined && who.tokenId !== "-") await sessions.close(who.tokenId);
     c.header("Set-Cookie", cookie(sessionCookie, "", 0), { append: true });
     return c.redirect(opts.authMode === "none" ? "/ui/" : "/ui/login", 303);
   });
@@ -213,6 +246,19 @@ ${opts.sso !== undefined ? html`<p><a class="button" href="/ui/login/sso" data-t
   app.all("/ui/*", (c) => c.html(page("Not found", undefined, "", html`${notice("No such page.")}<p><a href="/ui/">Overview</a></p>`), 404));
   return app;
 }
+
+/** The OAuth error codes a provider sends back (RFC 6749, 4.1.2.1; OpenID Connect 3.1.2.6), in words. */
+const providerErrors: Record<string, string> = {
+  access_denied: "access denied",
+  login_required: "login required",
+  consent_required: "consent required",
+  interaction_required: "interaction required",
+  invalid_request: "invalid request",
+  unauthorized_client: "this console is not allowed to sign in there",
+  invalid_scope: "invalid scope",
+  server_error: "the provider failed",
+  temporarily_unavailable: "the provider is unavailable",
+};
 
 /**
  * A state-changing request must come from one of our own pages: when the browser names the

@@ -13,8 +13,15 @@ export function parseYamlForm(text: string): ParsedYaml | { syntax: { line: numb
   const counter = new LineCounter();
   const doc = parseDocument(text, { lineCounter: counter, prettyErrors: false });
   if (doc.errors.length > 0) return { syntax: doc.errors.map((e) => ({ line: counter.linePos(e.pos[0]).line, message: e.message.split("\n")[0]! })) };
+  let value: unknown;
+  try {
+    // Throws on an unresolved alias, or an alias expansion past the library's limit (a "billion laughs").
+    value = doc.toJS({ maxAliasCount: 100 });
+  } catch (e) {
+    return { syntax: [{ line: 1, message: (e as Error).message.split("\n")[0]! }] };
+  }
   return {
-    value: doc.toJS(),
+    value,
     lineOf(path) {
       let node: unknown = doc.contents;
       let line: number | undefined;

@@ -96,9 +96,11 @@ describe("web console in Chromium", () => {
     await expect(page.locator("[data-testid=who]").textContent()).resolves.toContain("alice@example.com");
     await page.screenshot({ path: join(shots, "overview.png"), fullPage: true });
 
-    // The session cookie: HttpOnly, SameSite=Strict.
+    // The session cookie: HttpOnly, SameSite=Strict, and a session token of its own, not the pasted one.
     const session = (await context.cookies()).find((c) => c.name === "capstan_session");
     expect(session).toMatchObject({ httpOnly: true, sameSite: "Strict" });
+    expect(session!.value).not.toBe(alice);
+    expect((await api("/api/v1/whoami", session!.value)).json).toMatchObject({ user: "alice@example.com", role: "user" });
 
     // A secret file first (the group's container waits for it), added on the secrets page.
     await page.goto(`${up.url}/ui/apps/${app}/secrets`);
@@ -156,8 +158,12 @@ describe("web console in Chromium", () => {
     expect(navigations).toBe(0);
 
     // A terminal in the container (xterm.js over the exec WebSocket, the session cookie as credential).
-    await page.goto(`${up.url}/ui/podgroups/${group}/exec?instance=0`);
-    await page.locator("[data-testid=exec-state]", { hasText: "connected" }).waitFor({ timeout: 20_000 });
+    // A link to the page runs nothing (not even a command named in its URL): Connect does.
+    await page.goto(`${up.url}/ui/podgroups/${group}/exec?instance=0&cmd=touch%20/tmp/linked`);
+    expect(await page.locator("[data-testid=exec-command]").inputValue()).toBe("sh");
+    expect(await page.locator("[data-testid=exec-state]").textContent()).toBe("not connected"); // the page's script has run (load)
+    await page.click("[data-testid=exec-connect]");
+    await page.locator("[data-testid=exec-state]", { hasText: /^connected$/ }).waitFor({ timeout: 20_000 });
     await page.locator("#terminal .xterm-helper-textarea").focus();
     await page.keyboard.type("echo exec-$((6*7)); exit 7\n");
     await page.locator("#terminal .xterm-rows", { hasText: "exec-42" }).waitFor({ timeout: 20_000 });
@@ -283,15 +289,33 @@ describe("web console in Chromium", () => {
       body: new URLSearchParams({ num_instances: "3", _csrf: csrf }).toString(),
     });
     expect(crossSite.status).toBe(403);
-    // The session cookie opens an exec socket only from a page of this origin.
+    // The session cookie opens an exec socket only from a page of this origin, with the session's CSRF token.
     const { WebSocket } = await import("ws");
-    const refused = await new Promise<number>((resolve) => {
-      const ws = new WebSocket(`${up.url.replace("http", "ws")}/api/podgroups/exec?name=${app}.web.x&cmd=sh`, { headers: { cookie, origin: "http://evil.example" } });
-      ws.on("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));
-      ws.on("open", () => resolve(101));
-      ws.on("error", () => undefined);
-    });
-    expect(refused).toBe(401);
+    const upgrade = (query: string, origin: string) =>
+      new Promise<number>((resolve) => {
+        const ws = new WebSocket(`${up.url.replace("http", "ws")}/api/podgroups/exec?name=${app}.web.x&cmd=sh${query}`, { headers: { cookie, origin } });
+        ws.on("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));
+        ws.on("open", () => {
+          resolve(101);
+          ws.close();
+        });
+        ws.on("error", () => undefined);
+      });
+    expect(await upgrade(`&csrf_token=${csrf}`, "http://evil.example")).toBe(401);
+    expect(await upgrade("", up.url)).toBe(401);
+    expect(await upgrade("&csrf_token=forged", up.url)).toBe(401);
+    // With both, the cookie authenticates (the group does not exist: 404, after authentication).
+    expect(await upgrade(`&csrf_token=${csrf}`, up.url)).toBe(404);
+    // Signing out revokes the session's token (and not the token the user signed in with).
+    const sessionToken = (await context.cookies()).find((c) => c.name === "capstan_session")!.value;
+    expect((await api("/api/v1/whoami", sessionToken)).status).toBe(200);
+    await Promise.all([page.waitForURL(`${up.url}/ui/login`), page.click("header button:has-text('Sign out')")]);
+    expect((await api("/api/v1/whoami", sessionToken)).status).toBe(401);
+    expect((await api("/api/v1/whoami", alice)).status).toBe(200);
+    // A sign-in body is refused before it is read when the form was never loaded, and when it is too big.
+    expect((await fetch(`${up.url}/ui/login`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "token=x" })).status).toBe(403);
+    const big = await fetch(`${up.url}/ui/login`, { method: "POST", headers: { cookie: "capstan_login=abc", "content-type": "application/x-www-form-urlencoded" }, body: `token=${"x".repeat(64 << 10)}` });
+    expect(big.status).toBe(413);
     // No session: the login page, never the page.
     const anonymous = await fetch(`${up.url}/ui/podgroups`, { redirect: "manual" });
     expect(anonymous.status).toBe(303);

@@ -21,20 +21,18 @@ export function execPages(): Hono<UiEnv> {
     }
     const instances = [...new Set((res.value.pods ?? []).map((p) => p.instanceNo))].sort((a, b) => a - b);
     const instance = c.req.query("instance") ?? String(instances[0] ?? 0);
-    const command = (c.req.query("cmd") ?? "sh").trim() || "sh";
     const enc = encodeURIComponent(name);
-    const socket = `/api/podgroups/exec${qs({ name, instance, tty: true, stdin: true })}&${command
-      .split(/\s+/)
-      .map((a) => `cmd=${encodeURIComponent(a)}`)
-      .join("&")}`;
+    // Nothing runs until the user presses Connect, and the command is typed on the page, never
+    // taken from the URL: a link to this page cannot run anything. The socket carries the
+    // session's CSRF token (the gate takes the session cookie only with it).
     const body = html`<p><a href="/ui/podgroups/${enc}">Back to ${name}</a></p>
-<form method="get" action="/ui/podgroups/${enc}/exec" class="row">
-<label>Instance <select name="instance">${instances.map((i) => html`<option value="${i}"${String(i) === instance ? " selected" : ""}>${i}</option>`)}</select></label>
-<label>Command <input name="cmd" value="${command}" data-testid="exec-command"></label>
-<button type="submit" class="quiet">Connect</button>
-<span id="exec-state" class="hint" data-testid="exec-state">connecting</span>
+<form id="exec-form" class="row">
+<label>Instance <select name="instance" data-testid="exec-instance">${instances.map((i) => html`<option value="${i}"${String(i) === instance ? " selected" : ""}>${i}</option>`)}</select></label>
+<label>Command <input name="cmd" value="sh" autocomplete="off" data-testid="exec-command"></label>
+<button type="submit" data-testid="exec-connect">Connect</button>
+<span id="exec-state" class="hint" data-testid="exec-state">not connected</span>
 </form>
-<div id="terminal" class="terminal" data-socket="${socket}" data-testid="terminal"></div>`;
+<div id="terminal" class="terminal" data-name="${name}" data-csrf="${viewer.csrf}" data-testid="terminal"></div>`;
     return c.html(page(`Exec in ${name}`, viewer, "podgroups", body, { scripts: ["/ui/static/xterm.js", "/ui/static/addon-fit.js", "/ui/static/exec.js"], styles: ["/ui/static/xterm.css"] }));
   });
   return app;

@@ -53,14 +53,19 @@ export function logPages(): Hono<UiEnv> {
     }
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
     let pending = "";
+    let heartbeat: NodeJS.Timeout | undefined;
     const encoder = new TextEncoder();
     const events = new ReadableStream<Uint8Array>({
       start(controller) {
         controller.enqueue(encoder.encode("retry: 5000\n\n"));
+        // A comment now and then keeps proxies from cutting a quiet stream.
+        heartbeat = setInterval(() => controller.enqueue(encoder.encode(": keep-alive\n\n")), 20_000);
+        heartbeat.unref();
       },
       async pull(controller) {
         const { done, value } = await reader.read().catch(() => ({ done: true as const, value: undefined }));
         if (done) {
+          clearInterval(heartbeat);
           if (pending.trim() !== "") controller.enqueue(encoder.encode(`data: ${pending.trim()}\n\n`));
           controller.enqueue(encoder.encode("event: end\ndata: {}\n\n"));
           browser.removeEventListener("abort", stop);
@@ -74,6 +79,7 @@ export function logPages(): Hono<UiEnv> {
         if (out !== "") controller.enqueue(encoder.encode(out));
       },
       cancel() {
+        clearInterval(heartbeat);
         stop();
         void reader.cancel().catch(() => undefined);
       },

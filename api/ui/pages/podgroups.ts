@@ -147,7 +147,8 @@ ${history.ok ? historyTable(viewer, g, history.value, canWrite && !g.spec.deleti
 
   app.get("/ui/podgroups/:name/instances", async (c) => {
     const res = await ui(c).json<PodGroupWithSpec>(`/api/podgroups${qs({ name: c.req.param("name") })}`);
-    if (!res.ok) return c.html(html`<div id="instances">${errorBox(res.error.message)}</div>`, res.status === 404 ? 404 : 200);
+    // Still polling: a passing failure (a leader change's 503) must not stop the live table.
+    if (!res.ok) return c.html(html`<div id="instances" hx-get="/ui/podgroups/${encodeURIComponent(c.req.param("name"))}/instances" hx-trigger="every 2s" hx-swap="outerHTML">${errorBox(res.error.message)}</div>`, res.status === 404 ? 404 : 200);
     return c.html(instancesFragment(res.value));
   });
 

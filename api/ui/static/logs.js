@@ -46,7 +46,16 @@ document.addEventListener("DOMContentLoaded", () => {
   }
 
   const source = new EventSource(box.dataset.stream);
-  source.onopen = () => (state.textContent = "live");
+  let opened = false;
+  source.onopen = () => {
+    // A reconnect starts the stream again from its tail: start the view again too, no repeats.
+    if (opened) {
+      box.replaceChildren();
+      held = [];
+    }
+    opened = true;
+    state.textContent = paused ? "paused" : "live";
+  };
   source.onmessage = (e) => {
     const record = JSON.parse(e.data);
     if (paused) held.push(record);
@@ -61,7 +70,8 @@ document.addEventListener("DOMContentLoaded", () => {
     source.close();
   });
   source.onerror = () => {
-    if (source.readyState !== EventSource.CLOSED) state.textContent = "reconnecting";
+    // CLOSED: the server refused the stream (a session that ended answers the sign-in page).
+    state.textContent = source.readyState === EventSource.CLOSED ? "ended; reload the page" : "reconnecting";
   };
 
   filterBox?.addEventListener("input", () => {

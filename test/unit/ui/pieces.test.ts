@@ -25,6 +25,11 @@ describe("YAML lines of API error paths", () => {
     const parsed = parseYamlForm("a: 1\nb: [unclosed\nc: 3");
     expect("syntax" in parsed && parsed.syntax[0]!.line).toBeGreaterThan(1);
   });
+  it("answers an unresolved alias or an alias bomb as a syntax problem, not a throw", () => {
+    expect(parseYamlForm("a: *nothing")).toMatchObject({ syntax: [{ line: 1 }] });
+    const bomb = ["a: &a [x, x, x, x, x, x, x, x, x]", ...Array.from({ length: 8 }, (_, i) => `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [*${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}]`)].join("\n");
+    expect("syntax" in parseYamlForm(bomb)).toBe(true);
+  });
   it("splits API paths", () => {
     expect(splitPath("pod.containers[12].image")).toEqual(["pod", "containers", 12, "image"]);
   });
@@ -71,14 +76,23 @@ describe("sessions", () => {
     expect(readCookie("a=1; capstan_session=cst_y ; b=2", "capstan_session")).toBe("cst_y");
     expect(readCookie("a=1", "capstan_session")).toBeUndefined();
   });
-  it("takes the session cookie for a WebSocket upgrade from this origin only", () => {
-    const h = (headers: Record<string, string>) => (n: string) => headers[n];
-    const base = { upgrade: "websocket", host: "127.0.0.1:9000", cookie: "capstan_session=cst_z" };
-    expect(browserSocketToken(h({ ...base, origin: "http://127.0.0.1:9000" }))).toBe("cst_z");
-    expect(browserSocketToken(h({ ...base, origin: "http://evil.example" }))).toBeUndefined();
-    expect(browserSocketToken(h({ ...base }))).toBeUndefined(); // no Origin: not a browser page
-    expect(browserSocketToken(h({ ...base, origin: "http://127.0.0.1:9000", upgrade: "h2c" }))).toBeUndefined();
-    expect(browserSocketToken(h({ host: "127.0.0.1:9000", cookie: "capstan_session=cst_z", origin: "http://127.0.0.1:9000" }))).toBeUndefined();
+  it("takes the session cookie for the exec socket only: GET upgrade, this origin, the session's CSRF token", () => {
+    const csrf = csrfTokenFor("cst_z");
+    const req = (o: { method?: string; path?: string; headers?: Record<string, string>; query?: Record<string, string> }) => ({
+      method: o.method ?? "GET",
+      path: o.path ?? "/api/podgroups/exec",
+      header: (n: string) => ({ upgrade: "websocket", host: "127.0.0.1:9000", cookie: "capstan_session=cst_z", origin: "http://127.0.0.1:9000", ...o.headers })[n],
+      query: (n: string) => ({ csrf_token: csrf, ...o.query })[n],
+    });
+    expect(browserSocketToken(req({}))).toBe("cst_z");
+    expect(browserSocketToken(req({ headers: { cookie: "__Host-capstan_session=cst_z" } }))).toBe("cst_z");
+    expect(browserSocketToken(req({ headers: { origin: "http://evil.example" } }))).toBeUndefined();
+    expect(browserSocketToken(req({ headers: { origin: "" } }))).toBeUndefined();
+    expect(browserSocketToken(req({ headers: { upgrade: "h2c" } }))).toBeUndefined();
+    expect(browserSocketToken(req({ query: { csrf_token: "x" } }))).toBeUndefined();
+    expect(browserSocketToken(req({ query: { csrf_token: csrfTokenFor("cst_other") } }))).toBeUndefined();
+    expect(browserSocketToken(req({ path: "/api/podgroups" }))).toBeUndefined();
+    expect(browserSocketToken(req({ method: "DELETE" }))).toBeUndefined();
   });
 });
 
