@@ -4,9 +4,12 @@
 //
 //   byTime     a log read to its end: a k-way merge on the engine's times, the streams read in
 //              step, so memory holds one batch per source. Equal times keep the sources' order.
-//   byArrival  a follow stream: each batch as soon as it arrives, whichever source it came from.
-//              Each source has one read outstanding, so a slow client slows every source down
-//              instead of queueing their output here.
+//   following  a follow stream in time order: a record waits until every other live source has
+//              shown a record at or after its time (so none earlier can still come from it), or
+//              until it has waited `holdMs`, whichever is first. The tails every source sends at
+//              once come out merged; live lines are at most holdMs late, and a quiet source holds
+//              nobody back for longer. At most `maxHeld` records per source wait here; a source
+//              with that many is not read until some are out.
 //
 // Sources must not throw (a failure is a record, LogFailure); a merge that is stopped (its consumer
 // breaks out) asks every source to stop, without waiting for one that is waiting for input: the
@@ -58,26 +61,73 @@ export async function* mergeByTime(sources: readonly Source[], batchSize = 512):
   }
 }
 
-export async function* mergeByArrival(sources: readonly Source[]): AsyncGenerator<LogRecord[], void, undefined> {
+export async function* mergeFollowing(sources: readonly Source[], holdMs = 250, maxHeld = 4096, now: () => number = () => performance.now()): AsyncGenerator<LogRecord[], void, undefined> {
   const its = sources.map((s) => s[Symbol.asyncIterator]());
+  /** Waiting records, sorted by time, then arrival. */
+  const held: { rec: LogRecord; source: number; at: number }[] = [];
+  const heldBy = sources.map(() => 0);
+  /** The latest time each source has shown; its next record is not earlier (one container's log is in order). */
+  const latest = sources.map(() => "");
+  const ended = sources.map(() => false);
   const reads = new Map<number, Promise<[number, IteratorResult<LogRecord[]>]>>();
   const read = (i: number) => {
+    if (reads.has(i) || ended[i] || heldBy[i]! >= maxHeld) return;
     const p = its[i]!.next().then((r) => [i, r] as [number, IteratorResult<LogRecord[]>]);
     p.catch(() => undefined); // a read still outstanding when the merge stops must not go unhandled
     reads.set(i, p);
   };
+  const hold = (rec: LogRecord, source: number, at: number) => {
+    // Insert after every record not later than it (binary search): equal times keep arrival order.
+    let lo = 0;
+    let hi = held.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (held[mid]!.rec.time <= rec.time) lo = mid + 1;
+      else hi = mid;
+    }
+    held.splice(lo, 0, { rec, source, at });
+    heldBy[source]!++;
+    if (rec.time > latest[source]!) latest[source] = rec.time;
+  };
+  /** Whether the first waiting record may go: no other live source can still send an earlier one, or it waited long enough. */
+  const mayGo = (h: { rec: LogRecord; source: number; at: number }, t: number) =>
+    t - h.at >= holdMs || latest.every((time, j) => j === h.source || ended[j] || time >= h.rec.time);
   its.forEach((_, i) => read(i));
+  let timer: NodeJS.Timeout | undefined;
   try {
-    while (reads.size > 0) {
-      const [i, r] = await Promise.race(reads.values());
+    for (;;) {
+      const t = now();
+      const out: LogRecord[] = [];
+      while (held.length > 0 && mayGo(held[0]!, t)) {
+        const h = held.shift()!;
+        heldBy[h.source]!--;
+        out.push(h.rec);
+      }
+      if (out.length > 0) {
+        yield out;
+        its.forEach((_, i) => read(i));
+      }
+      if (reads.size === 0 && held.length === 0) return;
+      const waits: Promise<[number, IteratorResult<LogRecord[]>] | "due">[] = [...reads.values()];
+      if (held.length > 0) {
+        const due = Math.max(0, held[0]!.at + holdMs - now());
+        waits.push(new Promise((resolve) => (timer = setTimeout(() => resolve("due"), due))));
+      }
+      const next = await Promise.race(waits);
+      clearTimeout(timer);
+      if (next === "due") continue;
+      const [i, r] = next;
+      reads.delete(i);
       if (r.done) {
-        reads.delete(i);
+        ended[i] = true;
         continue;
       }
+      const at = now();
+      for (const rec of r.value) hold(rec, i, at);
       read(i);
-      if (r.value.length > 0) yield r.value;
     }
   } finally {
+    clearTimeout(timer);
     stopAll(its);
   }
 }

@@ -17,7 +17,7 @@ import type { Logger } from "../../runtime/log.ts";
 import { notFound, unavailable } from "../http/index.ts";
 import type { PodGroupWithSpec } from "../resources/podgroup.ts";
 import { LineAssembler, ndjsonRecord, textRecord, type LogRecord, type LogSource } from "./log-lines.ts";
-import { mergeByArrival, mergeByTime } from "./log-merge.ts";
+import { mergeByTime, mergeFollowing } from "./log-merge.ts";
 
 export interface LogRequest {
   instance?: number;
@@ -204,7 +204,8 @@ export async function logsResponse(c: Context, group: PodGroupWithSpec, targets:
   const sources = opened.map((o) =>
     o.stream ? linesOf(o.target, o.stream, reads.signal, log, o.target.until !== undefined ? q.tail : undefined) : failed(o.target, o.err),
   );
-  const records = (follow ? mergeByArrival(sources) : mergeByTime(sources))[Symbol.asyncIterator]();
+  // One source needs no merge; several are merged in time order, a follow within a quarter second.
+  const records = (follow ? (sources.length === 1 ? sources[0]! : mergeFollowing(sources)) : mergeByTime(sources))[Symbol.asyncIterator]();
   const encoder = new TextEncoder();
   let cancelled = false;
   const body = new ReadableStream<Uint8Array>({

@@ -219,6 +219,11 @@ describe("web console in Chromium", () => {
     const rolled = (await api(`/api/podgroups?name=${group}`, alice)).json as { spec: { pod: { version: number; annotation: string } } };
     expect(rolled.spec.pod).toMatchObject({ version: 3, annotation: hostile });
     expect(await page.locator("table[data-testid=history] tbody tr").count()).toBe(3);
+    // Restart all, one at a time: a rolling restart request (the rollout itself is the controller's, tested there).
+    await Promise.all([page.waitForURL(/done=restarted/), page.click("[data-testid=restart]")]);
+    const restarted = (await api(`/api/podgroups?name=${group}`, alice)).json as { spec: { restartedAt?: string; pod: { version: number } } };
+    expect(restarted.spec.restartedAt).toMatch(/^\d{4}-\d\d-\d\dT/);
+    expect(restarted.spec.pod.version).toBe(3);
 
     // Delete, with the typed confirmation.
     await page.fill("[data-testid=delete-confirm]", "wrong");

@@ -3,9 +3,10 @@
 import { describe, expect, it } from "vitest";
 import type { LogFrame } from "../../../adapters/cluster/index.ts";
 import { LineAssembler, ndjsonRecord, parseSince, prefixOf, textRecord, type LogLine, type LogRecord } from "../../../api/orchestrator/log-lines.ts";
-import { mergeByArrival, mergeByTime } from "../../../api/orchestrator/log-merge.ts";
+import { mergeByTime, mergeFollowing } from "../../../api/orchestrator/log-merge.ts";
 import { logTargets, maxLogStreams } from "../../../api/orchestrator/logs.ts";
 import type { PodGroupWithSpec, PodStatus } from "../../../api/resources/podgroup.ts";
+import { pollUntil } from "../../helpers/poll.ts";
 
 const src = { instance: 1, container: 0, node: "n2" };
 const t = (n: number) => `2026-11-23T01:05:11.${String(n).padStart(9, "0")}Z`;
@@ -145,30 +146,68 @@ describe("mergeByTime", () => {
   });
 });
 
-describe("mergeByArrival", () => {
-  it("passes each batch on as it arrives, from whichever source", async () => {
-    const gate = () => {
-      let resolve = () => {};
-      const promise = new Promise<void>((r) => (resolve = r));
-      return { promise, resolve };
-    };
-    const gates = [gate(), gate()];
-    async function* slow() {
-      await gates[0]!.promise;
-      yield [rec(0, 1)];
+describe("mergeFollowing", () => {
+  const gate = () => {
+    let open = () => {};
+    const opened = new Promise<void>((r) => (open = r));
+    return { opened, open };
+  };
+
+  it("merges the tails every source sends at once in time order", async () => {
+    const a = batches([rec(0, 1), rec(0, 4)], [rec(0, 6)]);
+    const b = batches([rec(1, 2), rec(1, 3), rec(1, 5)]);
+    expect(await collect(mergeFollowing([a, b], 10_000))).toEqual(["i0-1", "i1-2", "i1-3", "i0-4", "i1-5", "i0-6"]);
+  });
+
+  it("lets a record go once every other live source is past it, and after holdMs when one is quiet", async () => {
+    const quiet = gate();
+    const later = gate();
+    async function* a() {
+      yield [rec(0, 2)];
+      await quiet.opened; // quiet for a while
+      yield [rec(0, 7)];
     }
-    async function* fast() {
-      yield [rec(1, 9)];
-      await gates[1]!.promise;
-      yield [rec(1, 10)];
+    async function* b() {
+      yield [rec(1, 1), rec(1, 3)];
+      await later.opened;
     }
-    const it = mergeByArrival([slow(), fast()])[Symbol.asyncIterator]();
-    expect((await it.next()).value).toEqual([rec(1, 9)]); // the later time first: it came first
-    gates[0]!.resolve();
-    expect((await it.next()).value).toEqual([rec(0, 1)]);
-    gates[1]!.resolve();
-    expect((await it.next()).value).toEqual([rec(1, 10)]);
-    expect((await it.next()).done).toBe(true);
+    let clock = 0;
+    const it = mergeFollowing([a(), b()], 50, 4096, () => clock)[Symbol.asyncIterator]();
+    // 1 and 2 go at once (each is behind what the other source has shown); 3 waits for a's next.
+    const first: string[] = [];
+    while (first.length < 2) first.push(...(await it.next()).value!.map((r: LogRecord) => ("line" in r ? r.line : "")));
+    expect(first).toEqual(["i1-1", "i0-2"]);
+    // a stays quiet: once 3 has waited holdMs it goes without it.
+    const third = it.next();
+    clock = 60;
+    expect((await third).value!.map((r: LogRecord) => ("line" in r ? r.line : ""))).toEqual(["i1-3"]);
+    quiet.open();
+    later.open();
+    expect(await (async () => {
+      const rest: string[] = [];
+      for (let r = await it.next(); !r.done; r = await it.next()) rest.push(...r.value.map((x: LogRecord) => ("line" in x ? x.line : "")));
+      return rest;
+    })()).toEqual(["i0-7"]);
+  });
+
+  it("stops every source when its consumer stops", async () => {
+    // A source waiting for input is stopped once its wait ends (the API aborts the engines' reads).
+    const stopped: number[] = [];
+    const input = gate();
+    const source = (i: number) =>
+      (async function* () {
+        try {
+          yield [rec(i, i)];
+          await input.opened;
+          yield [rec(i, 10 + i)];
+        } finally {
+          stopped.push(i);
+        }
+      })();
+    for await (const _ of mergeFollowing([source(0), source(1)], 10)) break;
+    input.open();
+    await pollUntil("both sources stopped", async () => stopped.length === 2, 2_000, 5);
+    expect(stopped.sort()).toEqual([0, 1]);
   });
 });
 
