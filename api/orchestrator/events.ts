@@ -107,7 +107,17 @@ export function createEventsApi(opts: EventsApiOptions): Hono {
     const match = eventFilter(who, q);
     const found = events.list().filter(match).sort(compareEvents).slice(-(q.limit ?? defaultEventLimit));
     if (q.watch !== true) return c.json(found);
-    return watchResponse(c, events, found, match, log);
+    // A watch lasts for hours: the caller's token and grants are checked again as they change (a
+    // revoked token, a removed maintainer), and the watch ends once they no longer allow it.
+    const recheck = async () => {
+      try {
+        const now = await gate.authenticate(c);
+        return q.app !== undefined && !may(now, "read", q.app) ? undefined : eventFilter(now, q);
+      } catch {
+        return undefined;
+      }
+    };
+    return watchResponse(c, events, found, match, log, recheck);
   });
 
   // Other methods and sub-paths answer in this API's error shape (see podgroups.ts).
@@ -116,17 +126,29 @@ export function createEventsApi(opts: EventsApiOptions): Hono {
   return app;
 }
 
-/** NDJSON: `initial`, then every matching event written or updated until the client goes away. */
-function watchResponse(c: Context, events: Informer<EventRecord>, initial: EventRecord[], match: (e: EventRecord) => boolean, log: Logger): Response {
+const recheckEveryMs = 2_000;
+
+/** NDJSON: `initial`, then every matching event written or updated until the client goes away, or its rights do. */
+function watchResponse(
+  c: Context,
+  events: Informer<EventRecord>,
+  initial: EventRecord[],
+  firstMatch: (e: EventRecord) => boolean,
+  log: Logger,
+  recheck: () => Promise<((e: EventRecord) => boolean) | undefined>,
+): Response {
+  let match = firstMatch;
   const encoder = new TextEncoder();
   const request = c.req.raw.signal;
   /** What was sent of each event (count and lastTime), so an unchanged one is not sent twice. */
   const sent = new Map<string, string>();
   let unregister: (() => void) | undefined;
   let finished = false;
+  let rechecking: NodeJS.Timeout | undefined;
   const finish = () => {
     if (finished) return;
     finished = true;
+    clearInterval(rechecking);
     unregister?.();
     request.removeEventListener("abort", onClientGone);
   };
@@ -171,6 +193,25 @@ function watchResponse(c: Context, events: Informer<EventRecord>, initial: Event
       });
       request.addEventListener("abort", onClientGone, { once: true });
       if (request.aborted) onClientGone();
+      // The verifier reuses a token record for 2 s (docs/security.md): checking as often keeps the
+      // revocation bound of every other request.
+      rechecking = setInterval(() => {
+        void recheck().then((next) => {
+          if (finished) return;
+          if (next !== undefined) {
+            match = next;
+            return;
+          }
+          log.info("event watch ended: the caller's token or grants no longer allow it");
+          finish();
+          try {
+            stream.close();
+          } catch {
+            // already closed
+          }
+        });
+      }, recheckEveryMs);
+      rechecking.unref();
     },
     cancel() {
       finish();

@@ -6,8 +6,8 @@
 //   GET /api/podgroups/history?name=      200 SpecVersion[] (newest first) | 400 | 404
 //
 // Entries of an earlier group of the same name (deleted, then created again) may still be in the
-// store until the controller's removal clears them; they are older than the group's createdAt and
-// never answered.
+// store until the controller's removal clears them; each entry names the createdAt of the group
+// that wrote it, so they are never answered for the new one (no clock is compared).
 import type { Op, Store } from "../../adapters/store/store.ts";
 import { listAll } from "../../adapters/store/list-all.ts";
 import { keys } from "../resources/keys.ts";
@@ -21,6 +21,8 @@ export interface SpecVersion {
   pod: PodSpec & { name: string; version: number };
   /** When this version was written (the group's updatedAt then). */
   savedAt: string;
+  /** The createdAt of the group that wrote it: which incarnation of the name it belongs to. */
+  groupCreatedAt: string;
 }
 
 /** The history entries of group `name` live under this prefix. */
@@ -33,7 +35,7 @@ const historyKey = (name: string, version: number) => `${historyPrefix(name)}${S
  */
 export function historyOps(before: StoredPodGroup | undefined, next: StoredPodGroup): Op[] {
   if (before !== undefined && before.pod.version === next.pod.version) return [];
-  const entry: SpecVersion = { version: next.pod.version, pod: next.pod, savedAt: next.updatedAt };
+  const entry: SpecVersion = { version: next.pod.version, pod: next.pod, savedAt: next.updatedAt, groupCreatedAt: next.createdAt };
   const ops: Op[] = [{ type: "put", key: historyKey(next.name, next.pod.version), value: JSON.stringify(entry) }];
   if (next.pod.version > historyDepth) ops.push({ type: "delete", key: historyKey(next.name, next.pod.version - historyDepth) });
   return ops;
@@ -50,7 +52,7 @@ export async function readHistory(store: Store, group: StoredPodGroup): Promise<
     } catch {
       continue;
     }
-    if (entry.version > group.pod.version || entry.savedAt < group.createdAt) continue;
+    if (entry.version > group.pod.version || entry.groupCreatedAt !== group.createdAt) continue;
     out.push(entry);
   }
   return out.sort((a, b) => b.version - a.version);

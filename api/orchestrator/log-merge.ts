@@ -5,11 +5,12 @@
 //   byTime     a log read to its end: a k-way merge on the engine's times, the streams read in
 //              step, so memory holds one batch per source. Equal times keep the sources' order.
 //   following  a follow stream in time order: a record waits until every other live source has
-//              shown a record at or after its time (so none earlier can still come from it), or
-//              until it has waited `holdMs`, whichever is first. The tails every source sends at
-//              once come out merged; live lines are at most holdMs late, and a quiet source holds
-//              nobody back for longer. At most `maxHeld` records per source wait here; a source
-//              with that many is not read until some are out.
+//              shown a record at or after its time (so none earlier can still come from it). And
+//              once the record that arrived first of those waiting has waited `holdMs`, it goes,
+//              with every record not later than it. The tails every source sends at once come out
+//              merged; no line waits longer than holdMs, whatever another source's clock says, and
+//              a quiet source holds nobody back for longer. At most `maxHeld` records per source
+//              wait here; a source with that many is not read until some are out.
 //
 // Sources must not throw (a failure is a record, LogFailure); a merge that is stopped (its consumer
 // breaks out) asks every source to stop, without waiting for one that is waiting for input: the
@@ -89,19 +90,27 @@ export async function* mergeFollowing(sources: readonly Source[], holdMs = 250, 
     heldBy[source]!++;
     if (rec.time > latest[source]!) latest[source] = rec.time;
   };
-  /** Whether the first waiting record may go: no other live source can still send an earlier one, or it waited long enough. */
-  const mayGo = (h: { rec: LogRecord; source: number; at: number }, t: number) =>
-    t - h.at >= holdMs || latest.every((time, j) => j === h.source || ended[j] || time >= h.rec.time);
+  /** Whether the first waiting record may go: no other live source can still send an earlier one. */
+  const mayGo = (h: { rec: LogRecord; source: number }) => latest.every((time, j) => j === h.source || ended[j] || time >= h.rec.time);
+  /** The waiting record that arrived first (its wait bounds every other's). */
+  const firstArrived = () => held.reduce<(typeof held)[number] | undefined>((a, h) => (a === undefined || h.at < a.at ? h : a), undefined);
   its.forEach((_, i) => read(i));
   let timer: NodeJS.Timeout | undefined;
   try {
     for (;;) {
       const t = now();
       const out: LogRecord[] = [];
-      while (held.length > 0 && mayGo(held[0]!, t)) {
+      const release = () => {
         const h = held.shift()!;
         heldBy[h.source]!--;
         out.push(h.rec);
+      };
+      for (;;) {
+        while (held.length > 0 && mayGo(held[0]!)) release();
+        const first = firstArrived();
+        if (first === undefined || t - first.at < holdMs) break;
+        // It waited long enough: it goes, with everything not later than it (they sort before it).
+        while (held.length > 0 && held[0]!.rec.time <= first.rec.time) release();
       }
       if (out.length > 0) {
         yield out;
@@ -110,7 +119,7 @@ export async function* mergeFollowing(sources: readonly Source[], holdMs = 250, 
       if (reads.size === 0 && held.length === 0) return;
       const waits: Promise<[number, IteratorResult<LogRecord[]>] | "due">[] = [...reads.values()];
       if (held.length > 0) {
-        const due = Math.max(0, held[0]!.at + holdMs - now());
+        const due = Math.max(0, firstArrived()!.at + holdMs - now());
         waits.push(new Promise((resolve) => (timer = setTimeout(() => resolve("due"), due))));
       }
       const next = await Promise.race(waits);

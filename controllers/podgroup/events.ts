@@ -82,7 +82,8 @@ export class PodGroupEvents {
     }
 
     // The rollout halted: its runtime check failed.
-    const halted = (s: PodGroupStatus | undefined) => s !== undefined && s.lastError.startsWith(`update to version ${version} halted`);
+    // A spec update's or a rolling restart's (docs/podgroup-controller.md, "Rolling restart").
+    const halted = (s: PodGroupStatus | undefined) => s !== undefined && (s.lastError.startsWith(`update to version ${version} halted`) || /^restart requested at \S+ halted at instance /.test(s.lastError));
     if (halted(next) && !halted(prev)) add("DeployFailed", next.lastError);
 
     // Every instance runs the version: the deploy is done.

@@ -158,10 +158,12 @@ export class EventRecorder implements EventSink {
   private add(event: EventInput): void {
     const at = this.clock.now();
     const time = new Date(this.now()).toISOString();
-    const key = JSON.stringify([event.kind, event.name, event.instance ?? null, event.node ?? null, event.reason, event.message]);
+    // The app is part of what makes two events the same: a group deleted and made again under the
+    // same name by another app must not count into (or relabel) the first one's record.
+    const key = JSON.stringify([event.app ?? null, event.kind, event.name, event.instance ?? null, event.node ?? null, event.reason, event.message]);
     let agg = this.aggregates.get(key);
     if (agg !== undefined && at - agg.lastAt < this.windowMs) {
-      agg.record = { ...agg.record, count: agg.record.count + 1, lastTime: time, type: event.type, ...(event.app !== undefined && { app: event.app }) };
+      agg.record = { ...agg.record, count: agg.record.count + 1, lastTime: time, type: event.type };
       agg.lastAt = at;
       this.aggregates.delete(key); // most recently seen last
       this.aggregates.set(key, agg);
@@ -171,7 +173,7 @@ export class EventRecorder implements EventSink {
       agg = {
         key: `${this.prefix}${id}`,
         record: { id, ...withoutUndefined(event), count: 1, firstTime: time, lastTime: time },
-        object: `${event.kind}/${event.name}`,
+        object: `${event.app ?? ""}/${event.kind}/${event.name}`,
         lastAt: at,
         writing: false,
         dirty: false,

@@ -226,6 +226,27 @@ describe("watch=true", () => {
     await pollUntil("handlers() === before", async () => handlers() === before, 5_000, 20);
   });
 
+  it("a watch ends once its token is revoked", async () => {
+    const before = handlers();
+    const t = generateToken();
+    await store.put(tokenKey(t.id), JSON.stringify({ id: t.id, user: "carol@example.com", role: "admin", hash: hashSecret(t.secret), createdAt: new Date().toISOString() }));
+    const stop = new AbortController();
+    const res = await fetch(`${base}/api/events?watch=true`, { headers: { authorization: `Bearer ${t.token}` }, signal: stop.signal });
+    expect(res.status).toBe(200);
+    const ended = (async () => {
+      for await (const _ of res.body!) {
+        // read until the server ends the answer
+      }
+      return true;
+    })();
+    await pollUntil("the watch registered", async () => handlers() === before + 1, 5_000, 20);
+    await store.delete(tokenKey(t.id));
+    // The verifier reuses a token record for 2 s and the watch checks every 2 s.
+    await pollUntil("the watch ended by the server", async () => handlers() === before, 10_000, 50);
+    expect(await ended).toBe(true);
+    stop.abort();
+  });
+
   it("a watch is refused like a list: 401 without a token, 403 for another app, 400 for bad input", async () => {
     expect((await get("none", "?watch=true")).status).toBe(401);
     expect((await get("maintainerB", "?watch=true&app=shop")).status).toBe(403);

@@ -190,6 +190,38 @@ describe("mergeFollowing", () => {
     })()).toEqual(["i0-7"]);
   });
 
+  it("lets no line wait longer than holdMs, even while another source keeps sending earlier times", async () => {
+    const never = gate();
+    const next = [gate(), gate()];
+    async function* quiet() {
+      await never.opened;
+    }
+    async function* late() {
+      yield [rec(1, 10)]; // a clock ahead of the others
+      await never.opened;
+    }
+    async function* early() {
+      yield [rec(2, 1)];
+      await next[0]!.opened;
+      yield [rec(2, 2)];
+      await next[1]!.opened;
+      yield [rec(2, 3)];
+      await never.opened;
+    }
+    let clock = 0;
+    const it = mergeFollowing([quiet(), late(), early()], 250, 4096, () => clock)[Symbol.asyncIterator]();
+    const got: string[] = [];
+    const pending = it.next();
+    // The first batches are taken in (at clock 0) and held: the quiet source is behind them all.
+    await new Promise((r) => setImmediate(r));
+    clock = 300; // they have waited long enough; early's next batch wakes the merge
+    next[0]!.open();
+    got.push(...(await pending).value!.map((r: LogRecord) => ("line" in r ? r.line : "")));
+    // i1-10 went out although early's times are still behind it: it had waited 250 ms.
+    expect(got).toEqual(["i2-1", "i2-2", "i1-10"]);
+    await it.return(undefined);
+  });
+
   it("stops every source when its consumer stops", async () => {
     // A source waiting for input is stopped once its wait ends (the API aborts the engines' reads).
     const stopped: number[] = [];

@@ -63,6 +63,13 @@ describe("PodGroup events", () => {
     expect(reasons(ev.diff("g", spec(2, 2), halted, done))).toEqual(["DeploySucceeded"]);
   });
 
+  it("a rolling restart that halts is a DeployFailed too", () => {
+    const ev = new PodGroupEvents();
+    const running = status("running", 1, [pod(0, "running"), pod(1, "running")]);
+    const halted = status("failed", 1, [pod(0, "failed"), pod(1, "running")], undefined, "restart requested at 2026-11-26T12:00:00.000Z halted at instance 0: g.v1-i0-d0 exited with code 3");
+    expect(reasons(ev.diff("g", spec(1, 2), running, halted))).toEqual(["DeployFailed"]);
+  });
+
   it("a scale-up is no deploy; a crash recovery is no DeploySucceeded", () => {
     const ev = new PodGroupEvents();
     const one = status("running", 1, [pod(0, "running")]);

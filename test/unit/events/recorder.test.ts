@@ -79,18 +79,21 @@ describe("aggregation", () => {
     expect(rec.id).toMatch(/^\d{13}-[0-9a-z]{6}-[0-9a-f]{6}$/);
   });
 
-  it("starts a new record after 10 minutes of quiet, and for another message, instance or reason", async () => {
+  it("starts a new record after 10 minutes of quiet, and for another message, instance, reason or app", async () => {
     const r = recorder();
     r.record(crash());
     r.record(crash("instance 0 exited with code 4"));
     r.record({ ...crash(), instance: 1 });
     r.record({ ...crash(), reason: "InstanceRestarted", type: "Normal" });
+    // The same name made again by another app: its own record, never counted into (or relabelling) the first app's.
+    r.record({ ...crash(), app: "other" });
     await settle(r);
-    expect(s.values.size).toBe(4);
+    expect(s.values.size).toBe(5);
+    expect([...s.values.values()].filter((e) => e.app === "shop")).toHaveLength(4);
     await clock.advanceAsync(10 * 60_000);
     r.record(crash());
     await settle(r);
-    expect(s.values.size).toBe(5);
+    expect(s.values.size).toBe(6);
     expect([...s.values.values()].every((e) => e.count === 1)).toBe(true);
   });
 
