@@ -675,7 +675,10 @@ class Pass {
     const q = new PQueue({ concurrency: this.o.deployConcurrency });
     const jobs: Promise<void>[] = [];
     for (const s of starts) jobs.push(q.add(() => this.startPod(s.instance, s.pod, s.restart)));
-    for (const p of onNode) jobs.push(q.add(() => this.deployPod(spec, p.instance, p.pod.node, p.indexes, p.pod.drift)));
+    // A pod completed in place keeps the restart label it was made under: were it made under the
+    // current one, the instance would split into two pods and the older be removed at once, a
+    // restart outside the rollout's one-at-a-time step (docs/podgroup-controller.md, "Rolling restart").
+    for (const p of onNode) jobs.push(q.add(() => this.deployPod({ ...spec, restartedAt: p.pod.restartedAt === "" ? undefined : p.pod.restartedAt }, p.instance, p.pod.node, p.indexes, p.pod.drift)));
     if (toPlace.length > 0) {
       const placed = await this.place(spec, toPlace.slice(0, this.o.maxDeploysPerPass));
       if (toPlace.length > this.o.maxDeploysPerPass) this.wakeAt(this.now + asap);
