@@ -157,6 +157,13 @@ describe("web console in Chromium", () => {
     await pollUntil("two running instances on the page", async () => (await page.locator("table[data-testid=instances] tbody tr td.state-running").count()) === 2, 90_000, 500);
     expect(navigations).toBe(0);
 
+    // The overview counts it: 2 of 2 instances running, in the list and the summary.
+    await page.goto(`${up.url}/ui/`);
+    const row = page.locator("table[data-testid=podgroups] tr", { hasText: group });
+    expect(await row.locator("td.num").first().textContent()).toBe("2 / 2");
+    expect(await page.locator("[data-testid=summary]").textContent()).toContain("2/2");
+    await page.screenshot({ path: join(shots, "overview-running.png"), fullPage: true });
+
     // A terminal in the container (xterm.js over the exec WebSocket, the session cookie as credential).
     // A link to the page runs nothing (not even a command named in its URL): Connect does.
     await page.goto(`${up.url}/ui/podgroups/${group}/exec?instance=0&cmd=touch%20/tmp/linked`);
