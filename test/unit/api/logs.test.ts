@@ -193,8 +193,9 @@ describe("mergeFollowing", () => {
   it("lets no line wait longer than holdMs, even while another source keeps sending earlier times", async () => {
     const never = gate();
     const next = [gate(), gate()];
-    async function* quiet() {
+    async function* quiet(): AsyncGenerator<LogRecord[]> {
       await never.opened;
+      yield [];
     }
     async function* late() {
       yield [rec(1, 10)]; // a clock ahead of the others
