@@ -23,6 +23,8 @@ export interface TokenInfo {
   expiresAt?: string;
   /** A viewer token's granted apps. */
   apps?: string[];
+  /** What made it when not `tokens create`: "sso" (a single sign-on login), "web-session" (a web console sign-in). */
+  origin?: string;
 }
 
 export interface CreatedToken extends TokenInfo {

@@ -87,8 +87,8 @@ async function list(argv: string[]): Promise<number> {
       tokens.length === 0
         ? "no tokens\n"
         : table(
-            ["ID", "USER", "ROLE", "APPS", "CREATED", "EXPIRES"],
-            tokens.map((t) => [t.id, t.user, t.role, t.apps && t.apps.length > 0 ? t.apps.join(",") : "-", t.createdAt, t.expiresAt ?? "never"]),
+            ["ID", "USER", "ROLE", "APPS", "CREATED", "EXPIRES", "ORIGIN"],
+            tokens.map((t) => [t.id, t.user, t.role, t.apps && t.apps.length > 0 ? t.apps.join(",") : "-", t.createdAt, t.expiresAt ?? "never", t.origin ?? "create"]),
           ),
     );
     return 0;

@@ -94,7 +94,7 @@ describe("the CLI and capstan up over HTTPS", () => {
 
     const listed = await capstan(["tokens", "list"]);
     expect(listed.code, listed.stderr).toBe(0);
-    expect(listed.stdout).toMatch(/^ID\s+USER\s+ROLE\s+APPS\s+CREATED\s+EXPIRES\n/);
+    expect(listed.stdout).toMatch(/^ID\s+USER\s+ROLE\s+APPS\s+CREATED\s+EXPIRES\s+ORIGIN\n/);
     expect(listed.stdout).toMatch(/^\S{12}\s+\S+\s+admin\s/m);
 
     const app = await capstan(["apps", "add", "tls", "shop", "-maintainer", "alice@example.com"]);

@@ -18,6 +18,7 @@ interface TokenView {
   createdAt: string;
   expiresAt?: string;
   apps?: string[];
+  origin?: string;
 }
 
 export function adminPages(): Hono<UiEnv> {
@@ -87,9 +88,9 @@ ${
       viewer,
       "tokens",
       html`${extra}
-<table data-testid="tokens"><thead><tr><th>Id</th><th>User</th><th>Role</th><th>Apps</th><th>Created</th><th>Expires</th><th></th></tr></thead><tbody>
+<table data-testid="tokens"><thead><tr><th>Id</th><th>User</th><th>Role</th><th>Apps</th><th>Created</th><th>Expires</th><th>Origin</th><th></th></tr></thead><tbody>
 ${res.value.map(
-  (t) => html`<tr><td><code>${t.id}</code></td><td>${t.user}</td><td>${t.role}</td><td>${(t.apps ?? []).join(", ")}</td><td>${age(t.createdAt)} ago</td><td>${t.expiresAt ?? "never"}</td>
+  (t) => html`<tr><td><code>${t.id}</code></td><td>${t.user}</td><td>${t.role}</td><td>${(t.apps ?? []).join(", ")}</td><td>${age(t.createdAt)} ago</td><td>${t.expiresAt ?? "never"}</td><td>${t.origin ?? "create"}</td>
 <td><form method="post" action="/ui/tokens/${encodeURIComponent(t.id)}/revoke" class="inline">${csrfInput(viewer)}<button type="submit" class="danger">Revoke</button></form></td></tr>`,
 )}
 </tbody></table>

@@ -174,7 +174,7 @@ describe("whoami and tokens against a console", () => {
         ? { id: "aaaaaaaaaaaa", token: "cst_aaaaaaaaaaaa_new", user: "carol@example.com", role: "viewer", apps: ["shop", "blog"], createdAt: "2025-01-01T00:00:00.000Z" }
         : [
             { id: "bbbbbbbbbbbb", user: "root", role: "admin", createdAt: "2025-01-02T00:00:00.000Z" },
-            { id: "aaaaaaaaaaaa", user: "carol@example.com", role: "viewer", apps: ["shop", "blog"], createdAt: "2025-01-01T00:00:00.000Z", expiresAt: "2025-02-01T00:00:00.000Z" },
+            { id: "aaaaaaaaaaaa", user: "carol@example.com", role: "viewer", apps: ["shop", "blog"], createdAt: "2025-01-01T00:00:00.000Z", expiresAt: "2025-02-01T00:00:00.000Z", origin: "web-session" },
           ];
     const io = output();
     try {
@@ -186,9 +186,9 @@ describe("whoami and tokens against a console", () => {
       expect(await tokens(["list"])).toBe(0);
       expect(requests.at(-1)).toMatchObject({ method: "GET", url: "/api/v1/tokens" });
       const lines = io.stdout().split("\n").slice(1);
-      expect(lines[0]).toMatch(/^ID\s+USER\s+ROLE\s+APPS\s+CREATED\s+EXPIRES$/);
-      expect(lines[1]).toMatch(/^aaaaaaaaaaaa\s+carol@example\.com\s+viewer\s+shop,blog\s+2025-01-01T00:00:00\.000Z\s+2025-02-01T00:00:00\.000Z$/);
-      expect(lines[2]).toMatch(/^bbbbbbbbbbbb\s+root\s+admin\s+-\s+2025-01-02T00:00:00\.000Z\s+never$/);
+      expect(lines[0]).toMatch(/^ID\s+USER\s+ROLE\s+APPS\s+CREATED\s+EXPIRES\s+ORIGIN$/);
+      expect(lines[1]).toMatch(/^aaaaaaaaaaaa\s+carol@example\.com\s+viewer\s+shop,blog\s+2025-01-01T00:00:00\.000Z\s+2025-02-01T00:00:00\.000Z\s+web-session$/);
+      expect(lines[2]).toMatch(/^bbbbbbbbbbbb\s+root\s+admin\s+-\s+2025-01-02T00:00:00\.000Z\s+never\s+create$/);
     } finally {
       vi.unstubAllEnvs();
     }
