@@ -6,7 +6,35 @@ import { issueToken, revokeIssuedToken } from "../api/console/issued-tokens.ts";
 import { ssoTokenOrigin } from "../api/console/sso.ts";
 import { inProcessApi } from "../api/ui/api-client.ts";
 import { createWebConsole, type SessionTokens, type SsoLogin } from "../api/ui/web-console.ts";
+import { isLoopbackHost } from "../runtime/loopback.ts";
+import { UsageError, type OptionDef } from "./options.ts";
 import type { ServeContext } from "./serve.ts";
+
+export const webConsoleOptionDefs: OptionDef[] = [
+  {
+    name: "public-url",
+    type: "string",
+    help: "the web console's address as browsers reach it (https://console.example.com), behind a proxy: the single sign-on callback and Secure cookies follow it (default: the request's own host)",
+  },
+];
+
+/** -public-url as a URL, or undefined; a usage error names what is wrong with it. */
+export function publicUrlOf(options: Record<string, unknown>): URL | undefined {
+  const raw = typeof options["public-url"] === "string" ? options["public-url"].trim() : "";
+  if (raw === "") return undefined;
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    throw new UsageError(`-public-url: "${raw}" is not an absolute URL`);
+  }
+  if (u.protocol !== "https:" && u.protocol !== "http:") throw new UsageError(`-public-url: "${raw}" must be an https:// URL`);
+  if (u.username || u.password || u.search || u.hash || (u.pathname !== "/" && u.pathname !== "")) {
+    throw new UsageError(`-public-url: "${raw}" must be a scheme and host only (the console is served at /ui/ of it)`);
+  }
+  if (u.protocol === "http:" && !isLoopbackHost(u.hostname)) throw new UsageError(`-public-url: "${raw}" is plain http to another machine: sessions would cross the network in clear; use https://`);
+  return u;
+}
 
 export interface WebConsoleSettings {
   /** The process serves HTTPS (-tls-cert): session cookies get Secure. */
@@ -15,6 +43,8 @@ export interface WebConsoleSettings {
   sso?: SsoLogin | undefined;
   /** The image registry's API in this process (`capstan up`), for the Registry pages. */
   registry?: Pick<Hono, "request"> | undefined;
+  /** -public-url. */
+  publicUrl?: URL | undefined;
 }
 
 /** How long a session made by signing in with a pasted token lasts (docs/web-console.md). */
@@ -37,7 +67,8 @@ export function installWebConsole(ctx: ServeContext, settings: WebConsoleSetting
       verifier: ctx.verifier,
       sessions,
       authMode: ctx.access.gate.mode,
-      secure: settings.secure,
+      secure: settings.secure || settings.publicUrl?.protocol === "https:",
+      publicUrl: settings.publicUrl,
       sso: settings.sso,
       ...(settings.registry !== undefined && { registry: inProcessApi(settings.registry) }),
       log: ctx.log,

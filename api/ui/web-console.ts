@@ -55,8 +55,10 @@ export interface WebConsoleOptions {
   sessions?: SessionTokens;
   /** "none" (-auth none): no sign-in; every visitor is the anonymous admin, as on the APIs. */
   authMode: "token" | "none";
-  /** Served over HTTPS: cookies get Secure. */
+  /** Served over HTTPS (or behind an HTTPS -public-url): cookies get Secure. */
   secure: boolean;
+  /** Where browsers reach the console (-public-url): the SSO callback is built on it, and a change must come from its origin or the request's own. */
+  publicUrl?: URL | undefined;
   sso?: SsoLogin | undefined;
   /** The image registry's API, when this process runs one: the Registry pages call it. */
   registry?: ApiCaller;
@@ -127,7 +129,7 @@ ${opts.sso !== undefined ? html`<p><a class="button" href="/ui/login/sso" data-t
 
   app.get("/ui/login", (c) => (opts.authMode === "none" ? c.redirect("/ui/", 302) : loginPage(c)));
   app.post("/ui/login", async (c) => {
-    if (!sameOrigin(c)) return c.text("cross-site request refused", 403);
+    if (!sameOrigin(c, opts.publicUrl)) return c.text("cross-site request refused", 403);
     // The form's own cookie first: a request that never loaded the form is refused unread.
     const nonce = readCookie(c.req.header("cookie"), loginCookie);
     if (nonce === undefined || !(c.req.header("content-type") ?? "").startsWith("application/x-www-form-urlencoded")) return loginPage(c, "The sign-in form expired; try again.", 403);
@@ -150,7 +152,8 @@ ${opts.sso !== undefined ? html`<p><a class="button" href="/ui/login/sso" data-t
 
   if (opts.sso !== undefined) {
     const sso = opts.sso;
-    const callbackOf = (c: Context) => `${opts.secure ? "https" : "http"}://${c.req.header("host") ?? "localhost"}/ui/login/sso/callback`;
+    const callbackOf = (c: Context) =>
+      opts.publicUrl !== undefined ? new URL("/ui/login/sso/callback", opts.publicUrl).href : `${opts.secure ? "https" : "http"}://${c.req.header("host") ?? "localhost"}/ui/login/sso/callback`;
     app.get("/ui/login/sso", async (c) => {
       const verifier = randomBytes(32).toString("base64url");
       const challenge = createHash("sha256").update(verifier).digest("base64url");
@@ -218,7 +221,7 @@ ${opts.sso !== undefined ? html`<p><a class="button" href="/ui/login/sso" data-t
     const csrf = csrfTokenFor(token ?? anonymousKey);
     const viewer: Viewer = { who, csrf, signedIn: opts.authMode !== "none", registry: opts.registry !== undefined };
     if (c.req.method !== "GET" && c.req.method !== "HEAD") {
-      if (!sameOrigin(c)) return c.text("cross-site request refused", 403);
+      if (!sameOrigin(c, opts.publicUrl)) return c.text("cross-site request refused", 403);
       let sent = c.req.header(csrfHeader);
       if (sent === undefined && (c.req.header("content-type") ?? "").match(/^(application\/x-www-form-urlencoded|multipart\/form-data)/)) {
         sent = field(await c.req.parseBody(), csrfField);
@@ -265,13 +268,14 @@ const providerErrors: Record<string, string> = {
  * request's origin (Origin, or Sec-Fetch-Site), it must be this host. SameSite=Strict and the CSRF
  * token already refuse others; this check refuses them before the body is read.
  */
-function sameOrigin(c: Context): boolean {
+function sameOrigin(c: Context, publicUrl: URL | undefined): boolean {
   const site = c.req.header("sec-fetch-site");
   if (site !== undefined && site !== "same-origin" && site !== "none") return false;
   const origin = c.req.header("origin");
   if (origin === undefined || origin === "null") return origin === undefined;
   try {
-    return new URL(origin).host === c.req.header("host");
+    const from = new URL(origin);
+    return from.host === c.req.header("host") || (publicUrl !== undefined && from.origin === publicUrl.origin);
   } catch {
     return false;
   }

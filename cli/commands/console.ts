@@ -1,5 +1,5 @@
 // `capstan console`: the console (apps, maintainers, access tokens, role checks) in one process.
-import { installWebConsole } from "../web-console.ts";
+import { installWebConsole, publicUrlOf, webConsoleOptionDefs } from "../web-console.ts";
 import { createLogger } from "../../runtime/log.ts";
 import { consoleLeaderKey, consoleOptionDefs, consoleSettings, installConsole } from "../console.ts";
 import { authFromOptions, authOptionDefs } from "../auth-options.ts";
@@ -8,7 +8,7 @@ import { historyOption, serve, storeOption, webOption } from "../serve.ts";
 import { storeConnectionFromOptions, storeConnectionOptionDefs } from "../store-options.ts";
 import { tlsFromOptions, tlsOptionDefs } from "../tls-options.ts";
 
-const defs: OptionDef[] = [{ ...webOption, default: "127.0.0.1:9002" }, ...authOptionDefs, ...tlsOptionDefs, storeOption, ...storeConnectionOptionDefs, ...consoleOptionDefs, historyOption];
+const defs: OptionDef[] = [{ ...webOption, default: "127.0.0.1:9002" }, ...authOptionDefs, ...tlsOptionDefs, storeOption, ...storeConnectionOptionDefs, ...consoleOptionDefs, ...webConsoleOptionDefs, historyOption];
 
 const summary = `Runs the console: apps and their maintainers, access tokens (stored as hashes; every
 Capstan API checks them from the shared store) and /api/v1/whoami. On first start with no
@@ -25,11 +25,12 @@ export async function run(argv: string[]): Promise<number> {
   }
   const o = args.options as { web: string; store: string; history: number };
   const settings = consoleSettings(args.options);
+  const publicUrl = publicUrlOf(args.options);
   return serve(
     { name: "console", web: o.web, tls: tlsFromOptions(args.options), storeUrl: o.store, storeConnection: storeConnectionFromOptions(args.options), historyMs: o.history, auth: authFromOptions(args.options), leaderKey: consoleLeaderKey, log: createLogger("console") },
     async (ctx) => {
       const { ssoLogin } = await installConsole(ctx, settings);
-      installWebConsole(ctx, { secure: tlsFromOptions(args.options) !== undefined, sso: ssoLogin });
+      installWebConsole(ctx, { secure: tlsFromOptions(args.options) !== undefined, sso: ssoLogin, publicUrl });
     },
   );
 }

@@ -21,7 +21,7 @@
 //
 // The leader key is the orchestrator's: `capstan up` and `capstan orchestrator` processes sharing
 // one etcd then elect a single leader between them, instead of both running the controllers.
-import { installWebConsole } from "../web-console.ts";
+import { installWebConsole, publicUrlOf, webConsoleOptionDefs } from "../web-console.ts";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { controllersTokenRole, controllersTokenUser, ensureServiceToken } from "../../api/console/service-token.ts";
@@ -54,6 +54,7 @@ const defs: OptionDef[] = [
   ...orchestratorOptionDefs,
   { name: "registry-web", type: "string", help: `listen address of the image registry (its own listener); "" runs none (default ${defaultRegistryWeb})` },
   ...ssoOptionDefs,
+  ...webConsoleOptionDefs,
 ];
 
 export async function run(argv: string[]): Promise<number> {
@@ -74,6 +75,7 @@ export async function run(argv: string[]): Promise<number> {
     ...(ownToken && { "registry-token-file": controllersTokenFile }),
   });
   const tls = tlsFromOptions(args.options);
+  const publicUrl = publicUrlOf(args.options);
   const ownRealm = tls === undefined ? upLoopbackRealm(o.web) : undefined;
   if (ownRealm !== undefined) settings.registryRealm = ownRealm;
   if (tls !== undefined) settings.registryCa ??= tls.cert;
@@ -106,7 +108,7 @@ export async function run(argv: string[]): Promise<number> {
       const { ssoLogin } = await installConsole(ctx, consoleConf);
       installSecrets(ctx);
       const registryApi = registryWeb !== "" ? await installUpRegistry(ctx, { data: o.data, web: registryWeb, explicit: o["registry-web"] !== undefined, tls }) : undefined;
-      installWebConsole(ctx, { secure: tls !== undefined, sso: ssoLogin, registry: registryApi });
+      installWebConsole(ctx, { secure: tls !== undefined, sso: ssoLogin, registry: registryApi, publicUrl });
     },
   );
 }

@@ -8,6 +8,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { request } from "node:http";
+import { freePort } from "../../cli/free-port.ts";
 import { startCapstan, type CapstanProcess } from "../helpers/capstan-process.ts";
 import { startTestProvider, type TestProvider } from "../helpers/oidc-provider.ts";
 
@@ -29,7 +31,10 @@ describe("web console single sign-on (Chromium)", () => {
     dir = await mkdtemp(join(tmpdir(), "capstan-web-sso-"));
     const secretFile = join(dir, "oidc-secret");
     await writeFile(secretFile, `${clientSecret}\n`, { mode: 0o600 });
+    const port = await freePort();
     consoleProc = await startCapstan("console", [
+      "-web", `127.0.0.1:${port}`,
+      "-public-url", `http://127.0.0.1:${port}`,
       "-store", `sqlite://${dir}/state.db`,
       "-admin-token-file", join(dir, "admin-token"),
       "-oidc-issuer", idp.issuer,
@@ -84,6 +89,18 @@ describe("web console single sign-on (Chromium)", () => {
     expect((await mallory.context.cookies(consoleProc.url)).some((c) => c.name === "capstan_session")).toBe(false);
     await mallory.context.close();
   }, 60_000);
+
+  it("builds the callback on -public-url, whatever Host the request names", async () => {
+    const location = await new Promise<string>((resolve, reject) => {
+      const req = request(`${consoleProc.url}/ui/login/sso`, { headers: { host: "evil.example" } }, (res) => {
+        res.resume();
+        resolve(res.headers.location ?? "");
+      });
+      req.on("error", reject);
+      req.end();
+    });
+    expect(new URL(location).searchParams.get("redirect_uri")).toBe(`${consoleProc.url}/ui/login/sso/callback`);
+  });
 
   it("refuses a callback that no sign-in of this browser started", async () => {
     const res = await fetch(`${consoleProc.url}/ui/login/sso/callback?code=abc&state=forged`);

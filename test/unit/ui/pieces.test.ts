@@ -2,6 +2,7 @@
 // and cookies, and the cookie the gate accepts for a WebSocket upgrade (docs/web-console.md).
 import { describe, expect, it } from "vitest";
 import { browserSocketToken } from "../../../api/auth/gate.ts";
+import { publicUrlOf } from "../../../cli/web-console.ts";
 import type { PodGroupWithSpec } from "../../../api/resources/podgroup.ts";
 import { age, bytes } from "../../../api/ui/layout.ts";
 import { pageOfGroups, pageSize } from "../../../api/ui/pages/podgroups.ts";
@@ -93,6 +94,18 @@ describe("sessions", () => {
     expect(browserSocketToken(req({ query: { csrf_token: csrfTokenFor("cst_other") } }))).toBeUndefined();
     expect(browserSocketToken(req({ path: "/api/podgroups" }))).toBeUndefined();
     expect(browserSocketToken(req({ method: "DELETE" }))).toBeUndefined();
+  });
+});
+
+describe("-public-url", () => {
+  it("takes a scheme and host, https or loopback http, and names what is wrong otherwise", () => {
+    expect(publicUrlOf({ "public-url": "https://console.example.com" })?.origin).toBe("https://console.example.com");
+    expect(publicUrlOf({ "public-url": "http://127.0.0.1:9000/" })?.origin).toBe("http://127.0.0.1:9000");
+    expect(publicUrlOf({})).toBeUndefined();
+    expect(() => publicUrlOf({ "public-url": "http://10.0.0.1" })).toThrow(/plain http/);
+    expect(() => publicUrlOf({ "public-url": "https://x.example/console" })).toThrow(/scheme and host only/);
+    expect(() => publicUrlOf({ "public-url": "ftp://x.example" })).toThrow(/https/);
+    expect(() => publicUrlOf({ "public-url": "not a url" })).toThrow(/absolute URL/);
   });
 });
 
