@@ -16,6 +16,7 @@ import { z } from "zod";
 import type { Informer } from "../../runtime/informer.ts";
 import { silentLogger, type Logger } from "../../runtime/log.ts";
 import { may, requireApp, seesAllApps, type ApiAccess, type Principal } from "../auth/index.ts";
+import { whileAllowed } from "../auth/still-allowed.ts";
 import { errorHandler, notFoundHandler, parseQuery, queryBoolean, unavailable } from "../http/index.ts";
 import type { KeyValueLike } from "../../runtime/listwatch.ts";
 import { compareEvents, decodeEventRecord, eventKinds, type EventRecord } from "../resources/event.ts";
@@ -126,8 +127,6 @@ export function createEventsApi(opts: EventsApiOptions): Hono {
   return app;
 }
 
-const recheckEveryMs = 2_000;
-
 /** NDJSON: `initial`, then every matching event written or updated until the client goes away, or its rights do. */
 function watchResponse(
   c: Context,
@@ -144,11 +143,11 @@ function watchResponse(
   const sent = new Map<string, string>();
   let unregister: (() => void) | undefined;
   let finished = false;
-  let rechecking: NodeJS.Timeout | undefined;
+  let stopRechecks: (() => void) | undefined;
   const finish = () => {
     if (finished) return;
     finished = true;
-    clearInterval(rechecking);
+    stopRechecks?.();
     unregister?.();
     request.removeEventListener("abort", onClientGone);
   };
@@ -193,15 +192,13 @@ function watchResponse(
       });
       request.addEventListener("abort", onClientGone, { once: true });
       if (request.aborted) onClientGone();
-      // The verifier reuses a token record for 2 s (docs/security.md): checking as often keeps the
-      // revocation bound of every other request.
-      rechecking = setInterval(() => {
-        void recheck().then((next) => {
-          if (finished) return;
-          if (next !== undefined) {
-            match = next;
-            return;
-          }
+      stopRechecks = whileAllowed(
+        async () => {
+          const next = await recheck();
+          if (next !== undefined) match = next;
+          return next !== undefined;
+        },
+        () => {
           log.info("event watch ended: the caller's token or grants no longer allow it");
           finish();
           try {
@@ -209,9 +206,8 @@ function watchResponse(
           } catch {
             // already closed
           }
-        });
-      }, recheckEveryMs);
-      rechecking.unref();
+        },
+      );
     },
     cancel() {
       finish();

@@ -21,7 +21,8 @@ import { z } from "zod";
 import type { Cluster, ContainerRef, ExecSession } from "../../adapters/cluster/index.ts";
 import { maxExecArgBytes, maxExecArgs } from "../../adapters/cluster/exec.ts";
 import type { Logger } from "../../runtime/log.ts";
-import { auditObject, describe, requireApp, type Gate, type Principal } from "../auth/index.ts";
+import { auditObject, describe, may, requireApp, type Gate, type Principal } from "../auth/index.ts";
+import { whileAllowed } from "../auth/still-allowed.ts";
 import { ApiError, badRequest, forbidden, invalid, notFound, parseQuery, queryBoolean, queryCount, type ErrorDetail } from "../http/index.ts";
 import { Name, type PodGroupWithSpec } from "../resources/podgroup.ts";
 import { channel, endFrame, frame, parseClientFrame, type ExecEnd } from "./exec-frames.ts";
@@ -67,11 +68,25 @@ export function mountExec(app: Hono, opts: ExecRouteOptions): void {
     // A session can be quiet for hours: TCP keep-alive notices a client that vanished without closing.
     socketOf(c)?.setKeepAlive(true, 30_000);
     const bridge = new ExecBridge(cluster, target.ref, { cmd: q.cmd, tty: q.tty === true, stdin: q.stdin === true }, log.child({ podgroup: q.name, instance: target.instance, tokenId: who.tokenId }), who);
+    // A session lasts: its caller's token and exec grant are checked again as they change (a
+    // revoked token, a maintainer removed from the app), and the session ends when they go.
+    const namespace = group.spec.namespace;
+    const stopRechecks = whileAllowed(
+      // A session over (or never opened) stops the checks: "not allowed" then ends nothing more.
+      async () => !bridge.over && may(await gate.authenticate(c), "exec", namespace),
+      () => bridge.revoke("the caller's token or grants no longer allow exec into this app"),
+    );
     return upgradeWebSocket(c, {
       onOpen: (_evt, ws) => bridge.open(ws.raw as unknown as WebSocket),
       onMessage: (evt) => bridge.message(evt.data),
-      onClose: () => bridge.clientGone(),
-      onError: () => bridge.clientGone(),
+      onClose: () => {
+        stopRechecks();
+        bridge.clientGone();
+      },
+      onError: () => {
+        stopRechecks();
+        bridge.clientGone();
+      },
     });
   });
 }
@@ -250,6 +265,16 @@ class ExecBridge {
         if (--this.pending < maxPendingFrames / 4) this.ws?.resume();
       }
     });
+  }
+
+  /** Ended, or its client gone. */
+  get over(): boolean {
+    return this.ended || this.gone;
+  }
+
+  /** The caller may no longer exec: the end frame says why, and the command is ended. */
+  revoke(message: string): void {
+    this.finish({ error: message });
   }
 
   clientGone(): void {

@@ -17,6 +17,7 @@ import type { Logger } from "../../runtime/log.ts";
 import { notFound, unavailable } from "../http/index.ts";
 import type { PodGroupWithSpec } from "../resources/podgroup.ts";
 import { LineAssembler, ndjsonRecord, textRecord, type LogRecord, type LogSource } from "./log-lines.ts";
+import { whileAllowed } from "../auth/still-allowed.ts";
 import { mergeByTime, mergeFollowing } from "./log-merge.ts";
 
 export interface LogRequest {
@@ -145,7 +146,13 @@ function containerIndex(name: string): number {
 }
 
 /** The streaming answer for `targets`, or an ApiError when none of their logs can be opened. */
-export async function logsResponse(c: Context, group: PodGroupWithSpec, targets: LogTarget[], q: LogRequest, deps: { cluster: Cluster; log: Logger }): Promise<Response> {
+export async function logsResponse(
+  c: Context,
+  group: PodGroupWithSpec,
+  targets: LogTarget[],
+  q: LogRequest,
+  deps: { cluster: Cluster; log: Logger; stillAllowed?: () => Promise<boolean> },
+): Promise<Response> {
   const { cluster } = deps;
   const log = deps.log.child({ podgroup: group.spec.name, ...(q.instance !== undefined && { instance: q.instance }) });
   // A previous run is over: nothing new comes (and a follow read of a restarted container would not stop at `until`).
@@ -160,12 +167,21 @@ export async function logsResponse(c: Context, group: PodGroupWithSpec, targets:
   const clientGone = () => reads.abort(new Error("the client disconnected"));
   request.addEventListener("abort", clientGone, { once: true });
   if (request.aborted) clientGone();
+  let stopRechecks: (() => void) | undefined;
   const done = () => {
+    stopRechecks?.();
     request.removeEventListener("abort", clientGone);
     if (!reads.signal.aborted) reads.abort(new Error("the answer is complete"));
   };
   // A follow answer can be quiet for hours: TCP keep-alive notices a client that vanished without closing.
   if (follow) (c.env as { incoming?: { socket?: Socket } } | undefined)?.incoming?.socket?.setKeepAlive(true, 30_000);
+  // And its caller's token and grants are checked again as they change: a revoked one ends it.
+  if (follow && deps.stillAllowed !== undefined) {
+    stopRechecks = whileAllowed(deps.stillAllowed, () => {
+      log.info("log stream ended: the caller's token or grants no longer allow it");
+      reads.abort(new Error("the caller may no longer read this group"));
+    });
+  }
 
   const opened = await Promise.all(
     targets.map(async (t) => {

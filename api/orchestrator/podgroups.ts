@@ -117,7 +117,8 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
       const targets = q.previous === true && q.instance !== undefined ? await previousTargets(group, q.instance, cluster, c.req.raw.signal) : logTargets(group, q.instance);
       if ("notFound" in targets) throw notFound(targets.notFound);
       if ("tooMany" in targets) throw invalid("query parameters", [{ path: "instance", message: targets.tooMany }]);
-      return logsResponse(c, group, targets, q, { cluster, log });
+      const stillAllowed = async () => may(await gate.authenticate(c), "read", group.spec.namespace);
+      return logsResponse(c, group, targets, q, { cluster, log, stillAllowed });
     });
     // A command in an instance's container, over a WebSocket (exec.ts): "exec" on the group's app.
     mountExec(app, { gate, reader, cluster, log });

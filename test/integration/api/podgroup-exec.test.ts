@@ -313,6 +313,26 @@ describe("GET /api/podgroups/exec", () => {
     await pollUntil(`sleep ${seconds} and its shell to be gone`, async () => (await processesWith(seconds)).length === 0, 20_000, 200);
   });
 
+  it("ends a session, and a log follow, once the caller's token is revoked (within the 2 s bound)", async () => {
+    const made = await adminCall("POST", "/api/v1/tokens", { user: alice, role: "user" });
+    const token = made.token as string;
+    const s = open({ name: one, cmd: ["sleep", "1000"] }, token);
+    await s.opened;
+    const follow = await fetch(`${up.url}/api/podgroups/logs?name=${one}&follow=true`, { headers: { "access-token": token } });
+    expect(follow.status).toBe(200);
+    const followEnded = (async () => {
+      for await (const _ of follow.body!) {
+        // read until the server ends the answer
+      }
+      return true;
+    })();
+    await adminCall("DELETE", `/api/v1/tokens/${made.id as string}`);
+    expect(await s.closed).toBe(1000);
+    expect(s.end).toEqual({ error: "the caller's token or grants no longer allow exec into this app" });
+    expect(await followEnded).toBe(true);
+    await pollUntil("no sleep 1000 left in the container", async () => (await processesWith("sleep 1000")).length === 0, 20_000, 200);
+  }, 60_000);
+
   it("ends with an error on channel 3 for a protocol violation", async () => {
     const r = await execute({ name: one, cmd: ["cat"], stdin: "true" }, (ws) => ws.send(frame(7, "x")));
     expect(r.end).toEqual({ error: "channel 7 is not one a client sends (0 stdin, 4 resize, 255 stdin closed)" });
