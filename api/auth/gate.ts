@@ -24,6 +24,14 @@ export const secureSessionCookie = "__Host-capstan_session";
 /** The only API path a session cookie may authenticate: the exec terminal's WebSocket. */
 export const browserSocketPath = "/api/podgroups/exec";
 
+/** Compares two secrets in constant time (for equal lengths); an absent or empty one never matches. */
+export function sameSecret(a: string | undefined, b: string | undefined): boolean {
+  if (a === undefined || b === undefined || a === "") return false;
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
 /** The CSRF token of the session that holds `accessToken` (docs/web-console.md, "Sessions and CSRF"). */
 export function csrfTokenFor(accessToken: string): string {
   return createHmac("sha256", accessToken).update("capstan web console csrf v1").digest("base64url");
@@ -67,11 +75,7 @@ export function browserSocketToken(req: { method: string; path: string; header: 
   }
   const cookies = header("cookie");
   const token = readCookie(cookies, secureSessionCookie) ?? readCookie(cookies, sessionCookie);
-  const sent = req.query("csrf_token");
-  if (token === undefined || sent === undefined) return undefined;
-  const want = Buffer.from(csrfTokenFor(token));
-  const got = Buffer.from(sent);
-  return want.length === got.length && timingSafeEqual(want, got) ? token : undefined;
+  return token !== undefined && sameSecret(req.query("csrf_token"), csrfTokenFor(token)) ? token : undefined;
 }
 
 export function tokenGate(verifier: TokenVerifier): Gate {

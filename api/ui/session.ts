@@ -8,11 +8,11 @@
 // Every mutating request also carries a CSRF token: HMAC-SHA256 of a fixed label keyed by the
 // session's access token. It is stateless (any replica checks it), differs per session, and a
 // page of another origin cannot compute it without the token, which it cannot read.
-import { randomBytes, timingSafeEqual } from "node:crypto";
-import { csrfTokenFor, secureSessionCookie, sessionCookie } from "../auth/gate.ts";
+import { randomBytes } from "node:crypto";
+import { csrfTokenFor, sameSecret, secureSessionCookie, sessionCookie } from "../auth/gate.ts";
 
 export { readCookie } from "../http/cookies.ts";
-export { csrfTokenFor, secureSessionCookie, sessionCookie };
+export { csrfTokenFor, sameSecret, secureSessionCookie, sessionCookie };
 
 /** The session cookie's name: `__Host-` prefixed behind HTTPS. */
 export const sessionCookieName = (secure: boolean) => (secure ? secureSessionCookie : sessionCookie);
@@ -24,14 +24,6 @@ export const ssoCookie = "capstan_sso";
 export const csrfHeader = "x-csrf-token";
 export const csrfField = "_csrf";
 
-
-/** Compares two secrets in constant time (for equal lengths). */
-export function sameSecret(a: string | undefined, b: string | undefined): boolean {
-  if (a === undefined || b === undefined || a === "") return false;
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
-}
 
 /** A fresh random value for the login form's double-submit cookie. */
 export function loginNonce(): string {

@@ -12,6 +12,7 @@ import { channel, frame, parseServerFrame, resizeFrame, type ExecEnd } from "../
 import { clientOptionDefs, targetFromOptions } from "../client-config.ts";
 import { reportFailure, CommandFailure } from "../failure.ts";
 import { ApiError, certificateError, ServerUnreachableError, type CaBundle } from "../http-client.ts";
+import { instanceTarget } from "../instance-arg.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
 
 const defs: OptionDef[] = [
@@ -27,16 +28,6 @@ examples:
   capstan exec hello -i -- sh -c 'cat > /tmp/x' < file
 `;
 
-/** NAME or NAME/INSTANCE. */
-function target(arg: string): { name: string; instance?: number } {
-  const slash = arg.indexOf("/");
-  if (slash < 0) return { name: arg };
-  const name = arg.slice(0, slash);
-  const instance = arg.slice(slash + 1);
-  if (name === "" || !/^\d{1,9}$/.test(instance)) throw new UsageError(`"${arg}" is not NAME or NAME/INSTANCE (an instance number, e.g. hello/0)`);
-  return { name, instance: Number(instance) };
-}
-
 export async function run(argv: string[]): Promise<number> {
   // Everything after `--` is the command, untouched; before it, -it and -ti are -i -t.
   const dash = argv.indexOf("--");
@@ -50,7 +41,7 @@ export async function run(argv: string[]): Promise<number> {
   if (what === undefined) throw new UsageError("which PodGroup: capstan exec NAME[/INSTANCE] -- CMD [ARG...]");
   const cmd = dash < 0 ? rest : [...rest, ...argv.slice(dash + 1)];
   if (cmd.length === 0 || cmd[0] === "") throw new UsageError("which command: capstan exec NAME[/INSTANCE] -- CMD [ARG...]");
-  const { name, instance } = target(what);
+  const { name, instance } = instanceTarget(what);
   const o = args.options;
   const stdin = o.stdin === true;
   let tty = o.tty === true;

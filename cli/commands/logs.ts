@@ -10,6 +10,7 @@ import { parseSince, prefixOf } from "../../api/orchestrator/log-lines.ts";
 import type { LogsQuery } from "../client.ts";
 import { clientFromOptions, clientOptionDefs } from "../client-config.ts";
 import { reportFailure } from "../failure.ts";
+import { instanceTarget } from "../instance-arg.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
 
 const defs: OptionDef[] = [
@@ -30,16 +31,6 @@ examples:
   capstan logs hello/0 -previous     what instance 0 printed before its last restart or replacement
 `;
 
-/** NAME or NAME/INSTANCE. */
-function target(arg: string): { name: string; instance?: number } {
-  const slash = arg.indexOf("/");
-  if (slash < 0) return { name: arg };
-  const name = arg.slice(0, slash);
-  const instance = arg.slice(slash + 1);
-  if (name === "" || !/^\d{1,9}$/.test(instance)) throw new UsageError(`"${arg}" is not NAME or NAME/INSTANCE (an instance number, e.g. hello/0)`);
-  return { name, instance: Number(instance) };
-}
-
 export async function run(argv: string[]): Promise<number> {
   const args = parseArgs(argv, defs);
   if (args.help) {
@@ -49,7 +40,7 @@ export async function run(argv: string[]): Promise<number> {
   const [what, ...extra] = args.positionals;
   if (what === undefined) throw new UsageError("which PodGroup: capstan logs NAME[/INSTANCE]");
   if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`);
-  const { name, instance } = target(what);
+  const { name, instance } = instanceTarget(what);
   const o = args.options;
   const tail = o.tail as number | undefined;
   if (tail !== undefined && tail < 0) throw new UsageError(`-tail: ${tail} is not a number of lines (0 or more)`);

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DockerCluster } from "../../adapters/cluster/index.ts";
 import { generateToken } from "../../api/console/index.ts";
-import { capstanBin, runCapstan, startCapstan, type CapstanProcess } from "../helpers/capstan-process.ts";
+import { apiCallOk, capstanBin, runCapstan, startCapstan, type CapstanProcess } from "../helpers/capstan-process.ts";
 import { pollUntil } from "../helpers/poll.ts";
 import { loadServices, uniqueName } from "../helpers/services.ts";
 
@@ -35,17 +35,7 @@ function capstan(args: string[], token: string): Promise<{ code: number; stdout:
   });
 }
 
-async function adminCall(method: string, path: string, body?: unknown): Promise<Record<string, unknown>> {
-  const res = await fetch(up.url + path, {
-    method,
-    headers: { "access-token": admin, ...(body !== undefined && { "content-type": "application/json" }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.timeout(10_000),
-  });
-  const answer = (await res.json()) as Record<string, unknown>;
-  expect(res.status, `${method} ${path}: ${JSON.stringify(answer)}`).toBeLessThan(300);
-  return answer;
-}
+const adminCall = (method: string, path: string, body?: unknown) => apiCallOk(up.url, admin, method, path, body);
 
 const group = (name: string) => ({
   name,

@@ -11,7 +11,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DockerCluster, type ContainerSummary } from "../../adapters/cluster/index.ts";
 import { generateToken } from "../../api/console/index.ts";
-import { capstanBin, startCapstan, type CapstanProcess } from "../helpers/capstan-process.ts";
+import { apiCallOk, capstanBin, startCapstan, type CapstanProcess } from "../helpers/capstan-process.ts";
 import { engineDescriptorsOn, logPathOf } from "../helpers/engine-log-readers.ts";
 import { pollUntil } from "../helpers/poll.ts";
 import { loadServices, uniqueName } from "../helpers/services.ts";
@@ -46,17 +46,7 @@ function capstan(args: string[], token: string): Promise<Ran> {
   });
 }
 
-async function adminCall(method: string, path: string, body?: unknown): Promise<Record<string, unknown>> {
-  const res = await fetch(up.url + path, {
-    method,
-    headers: { "access-token": admin, ...(body !== undefined && { "content-type": "application/json" }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.timeout(10_000),
-  });
-  const answer = (await res.json()) as Record<string, unknown>;
-  expect(res.status, `${method} ${path}: ${JSON.stringify(answer)}`).toBeLessThan(300);
-  return answer;
-}
+const adminCall = (method: string, path: string, body?: unknown) => apiCallOk(up.url, admin, method, path, body);
 
 /** Writes a line to a container's stdout (its main process's, which the engine logs). */
 async function say(c: ContainerSummary, line: string): Promise<void> {

@@ -73,3 +73,19 @@ export function runCapstan(args: string[], env: NodeJS.ProcessEnv = {}, timeoutM
     });
   });
 }
+
+/**
+ * A call to a Capstan API that must succeed: its JSON answer. Any status of 300 or more fails the
+ * test, naming the call and the answer.
+ */
+export async function apiCallOk(base: string, token: string, method: string, path: string, body?: unknown): Promise<Record<string, unknown>> {
+  const res = await fetch(base + path, {
+    method,
+    headers: { "access-token": token, ...(body !== undefined && { "content-type": "application/json" }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+    signal: AbortSignal.timeout(10_000),
+  });
+  const answer = (await res.json()) as Record<string, unknown>;
+  if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(answer)}`);
+  return answer;
+}

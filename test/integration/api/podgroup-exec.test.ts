@@ -14,7 +14,7 @@ import { DockerCluster } from "../../../adapters/cluster/index.ts";
 import { generateToken } from "../../../api/console/index.ts";
 import { channel, endFrame, frame, parseServerFrame, resizeFrame, type ExecEnd } from "../../../api/orchestrator/exec-frames.ts";
 import { Manager } from "../../../runtime/manager.ts";
-import { capstanBin, runCapstan, startCapstan, type CapstanProcess } from "../../helpers/capstan-process.ts";
+import { apiCallOk, capstanBin, runCapstan, startCapstan, type CapstanProcess } from "../../helpers/capstan-process.ts";
 import { makePki } from "../../helpers/certs.ts";
 import { pollUntil } from "../../helpers/poll.ts";
 import { loadServices, uniqueName } from "../../helpers/services.ts";
@@ -102,17 +102,7 @@ function refused(q: Query, token: string | null = admin, headers: Record<string,
   });
 }
 
-async function adminCall(method: string, path: string, body?: unknown): Promise<Record<string, unknown>> {
-  const res = await fetch(up.url + path, {
-    method,
-    headers: { "access-token": admin, ...(body !== undefined && { "content-type": "application/json" }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.timeout(10_000),
-  });
-  const answer = (await res.json()) as Record<string, unknown>;
-  expect(res.status, `${method} ${path}: ${JSON.stringify(answer)}`).toBeLessThan(300);
-  return answer;
-}
+const adminCall = (method: string, path: string, body?: unknown) => apiCallOk(up.url, admin, method, path, body);
 
 const auditLines = () =>
   up
