@@ -150,15 +150,23 @@ export class Vault {
 
       const given = this.pending;
       this.pending = [];
-      const candidate = config.threshold === 1 ? Buffer.from(given[0]!) : Buffer.from(await combine(given.map((p) => new Uint8Array(p))));
       const keycheck = await this.store.get(sysKeys.keycheck);
       if (keycheck === null) throw new Error("store holds _sys/config but no _sys/keycheck");
+      const wrongShares = () => new VaultStateError(400, "key", `the ${given.length} shares given do not rebuild the master key; progress is reset, give ${config.threshold} shares again`);
+      let candidate: Buffer;
+      try {
+        candidate = config.threshold === 1 ? Buffer.from(given[0]!) : Buffer.from(await combine(given.map((p) => new Uint8Array(p))));
+      } catch {
+        // The library refuses shares whose x coordinates (last byte) collide: wrong shares, as
+        // surely as a failed key check (a forged share has that 1 in 256 chance).
+        throw wrongShares();
+      }
       try {
         if (!decrypt(candidate, keycheckAad, keycheck.value).equals(keycheckPlaintext)) throw new DecryptError("keycheck mismatch");
       } catch (e) {
         if (!(e instanceof DecryptError)) throw e;
         candidate.fill(0);
-        throw new VaultStateError(400, "key", `the ${given.length} shares given do not rebuild the master key; progress is reset, give ${config.threshold} shares again`);
+        throw wrongShares();
       }
       this.key = candidate;
       this.log.info("unsealed");

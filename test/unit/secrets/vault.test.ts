@@ -67,6 +67,21 @@ describe("vault", () => {
     expect((await vault.unseal(mine[0]!)).sealed).toBe(false);
   });
 
+  it("refuses two shares whose x coordinates collide as wrong shares, not a server error", async () => {
+    const vault = new Vault(newStore());
+    const { keys } = await vault.init(3, 2);
+    // Forge a share that differs from a real one but keeps its last byte (the x coordinate), as a
+    // random wrong share does one time in 256.
+    const real = Buffer.from(keys[0]!, "base64");
+    const forged = Buffer.from(real);
+    forged[0] = forged[0]! ^ 0xff;
+    await vault.unseal(keys[0]!);
+    await expect(vault.unseal(forged.toString("base64"))).rejects.toMatchObject({ status: 400, field: "key", message: expect.stringMatching(/progress is reset/) });
+    expect((await vault.status()).progress).toBe(0);
+    await vault.unseal(keys[1]!);
+    expect((await vault.unseal(keys[2]!)).sealed).toBe(false);
+  });
+
   it("refuses malformed shares without counting them", async () => {
     const vault = new Vault(newStore());
     const { keys } = await vault.init(2, 2);
