@@ -1,5 +1,5 @@
 // bench:drift: a drift of 40 instances from one node to another, against the raw remove-and-create
-// of the same containers, in one run on the two real engines (issue 4).
+// of the same containers, in one run on the two real engines (docs/benchmarks.md, "drift").
 //
 // Capstan: `capstan orchestrator` in a child process on a private etcd (as operators run it, so
 // with `-auth token`: the bench registers an admin token in that etcd first, as the console would,

@@ -1,4 +1,5 @@
-// bench:orchestrator: the orchestrator end to end on the real engines, in one run (issue 3).
+// bench:orchestrator: the orchestrator end to end on the real engines, in one run (docs/benchmarks.md,
+// "orchestrator").
 //
 // (a) 40 instances from POST to all running. On the two shared engines: Capstan against raw
 //     dockerode create + start of 40 equivalent containers (same image, command, NetworkMode none,

@@ -1,4 +1,4 @@
-// Secrets service throughput against raw etcd (issue 5): PUT and GET of one record through the
+// Secrets service throughput against raw etcd (docs/benchmarks.md, "secrets"): PUT and GET of one record through the
 // service over HTTP (the token checked from the store with its 2 s cache, AES-256-GCM on every
 // record) versus raw etcd3 put and get of a value of the same size, on the same private etcd, in the
 // same run, at the same concurrency. Target: the service keeps at least half of the raw throughput

@@ -2,7 +2,7 @@
 //
 // ~/.capstan/config.yaml (mode 0600: it holds access tokens):
 //
-//   server: http://10.0.0.10:9000          # the orchestrator of apply/get/scale/delete (issue 3)
+//   server: http://10.0.0.10:9000          # the orchestrator of apply/get/scale/delete
 //   ca: /etc/capstan/ca.pem                # CA of every HTTPS server without a cluster `ca:`
 //   clusters:                              # written by `capstan login <cluster>`
 //     prod: {orchestrator: URL, secrets: URL, console: URL, token: cst_..., ca: /abs/ca.pem}
@@ -41,7 +41,7 @@ import { UsageError, type OptionDef, type OptionValues } from "./options.ts";
 
 export const defaultServer = "http://127.0.0.1:9000";
 
-/** Where a cluster's services are by default (DESIGN.md section 7: -web of each component). */
+/** Where a cluster's services are by default: -web of each component (docs/cli.md, "Commands"). */
 export const defaultUrls = { orchestrator: defaultServer, secrets: "http://127.0.0.1:9001", console: "http://127.0.0.1:9002" } as const;
 
 export const clientOptionDefs: OptionDef[] = [

@@ -1,4 +1,4 @@
-// A small typed client of the orchestrator API (DESIGN.md section 6), for the client commands.
+// A small typed client of the orchestrator API (docs/orchestrator.md), for the client commands.
 // Requests, timeouts and typed failures are cli/http-client.ts's (ApiError, ServerUnreachableError
 // are re-exported here for the commands that import them from this file).
 import type { DriftAccepted } from "../api/orchestrator/node-schemas.ts";

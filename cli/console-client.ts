@@ -1,4 +1,4 @@
-// A typed client of the console's API (issue 5): the admin helpers (register an app, list apps,
+// A typed client of the console's API (docs/console.md, "Endpoints"): the admin helpers (register an app, list apps,
 // create and list tokens), whoami (who the caller's token names), and the role check that tells a
 // maintainer whether an app is registered and whether they may deploy it.
 import { ApiError, HttpClient, type HttpClientOptions } from "./http-client.ts";

@@ -79,7 +79,7 @@ export interface HttpClientOptions {
   /** Base URL, e.g. http://127.0.0.1:9000. */
   server: string;
   component: Component;
-  /** Sent as `access-token` (the header the spec names) when given. */
+  /** Sent as `access-token` (docs/security.md, "Two header forms") when given. */
   token?: string;
   /** Per request (default 10 s). */
   requestTimeoutMs?: number;

@@ -1,4 +1,4 @@
-// Command-line options in the form the spec shows them (Go style: `-web :9000`), with the GNU forms
+// Command-line options in Go style (`-web :9000`; docs/cli.md, "Options"), with the GNU forms
 // accepted too (`--web :9000`, `--web=:9000`, `-web=:9000`). Every option also reads an environment
 // variable (CAPSTAN_<NAME>, dashes as underscores); the command line wins over the environment, the
 // environment over the default. Unknown options and bad values are errors that name the option.

@@ -1,5 +1,6 @@
-// The orchestrator's own options (DESIGN.md section 7), shared by `capstan orchestrator` and
-// `capstan up`, and the settings the assembly takes from them.
+// The orchestrator's own options, shared by `capstan orchestrator` and `capstan up` (docs/cli.md,
+// "Server commands: `capstan up` and `capstan orchestrator`"), and the settings the assembly
+// takes from them.
 import { readPemOption } from "./option-files.ts";
 import { UsageError, type OptionDef } from "./options.ts";
 

@@ -36,7 +36,7 @@ import { createDependencyController } from "../controllers/dependency/index.ts";
 import { groupSpecOf, groupStatusOf, type GroupSpecEntry, type GroupStatusEntry } from "../controllers/dependency/stored.ts";
 import { createNodeMonitor } from "../controllers/node/monitor.ts";
 import { createPodGroupController } from "../controllers/podgroup/index.ts";
-import { readRegistryAuthConfig } from "../api/console/registry-token-client.ts";
+import { readRegistryAuthConfig } from "../api/resources/registry-auth.ts";
 import { ImagePuller } from "../controllers/shared/image-pull.ts";
 import { consoleTokenFile, platformRegistryCredentials } from "../controllers/shared/registry-credentials.ts";
 import { specOf, statusOf, type ParsedValue, type SpecEntry, type StatusEntry } from "../controllers/podgroup/stored.ts";

@@ -1,4 +1,4 @@
-// A typed client of the secrets service (platform spec section B, issue 5): /v2/secrets records and
+// A typed client of the secrets service (docs/secrets.md, "Endpoints"): /v2/secrets records and
 // the /v2/sys seal life cycle.
 import { ApiError, HttpClient, query, type HttpClientOptions } from "./http-client.ts";
 

@@ -1,4 +1,4 @@
-// Store compaction, which we must own (reference 4.1): a bare etcd keeps every revision until its
+// Store compaction, which we must own (docs/store.md, "Compaction: who compacts"): a bare etcd keeps every revision until its
 // backend quota fills and it turns read-only. Like early kube-apiserver, the compactor keeps a
 // time window of history (default 10 min): every interval it samples the store revision, and
 // compacts to the newest sample that is at least `retentionMs` old. A watch that was down for less

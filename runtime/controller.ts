@@ -1,6 +1,6 @@
 // Controller: sources -> work queue of keys -> N workers calling reconcile(key).
 //
-// controller-runtime's loop (reference 1.4), with our Result contract (result.ts):
+// controller-runtime's loop, with our Result contract (result.ts; docs/runtime.md, "Controller"):
 // - start: start the sources, wait (bounded) until every source has synced, then run the workers;
 // - a key is never reconciled by two workers at once, and changes that arrive while it is being
 //   reconciled coalesce into one more run (the work queue keeps both invariants);

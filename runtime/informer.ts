@@ -12,7 +12,7 @@
 //
 // Why a full relist on every watch failure rather than resuming from our own revision: the etcd3
 // client's errors are opaque (a compaction cancel is not reliably distinguishable from a broken
-// stream, reference 4.2), and a relist + diff is correct whatever happened in between. The cost is
+// stream; docs/store.md, "EtcdStore and the etcd3 package"), and a relist + diff is correct whatever happened in between. The cost is
 // a paginated range read; the back-off bounds how often it can happen.
 //
 // The informer never stops on its own: list failures, watch failures, decode failures and

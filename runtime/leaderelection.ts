@@ -1,4 +1,4 @@
-// Leader election on a store lease, with a fence (reference 1.7, 7.2).
+// Leader election on a store lease, with a fence (docs/runtime.md, "Leader election and fencing").
 //
 // Campaign: when the leader key is absent, grant a lease (TTL, default 15 s) and create the key
 // with a create-only transaction (createRevision == 0), value = identity, attached to the lease.

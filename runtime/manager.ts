@@ -1,7 +1,7 @@
 // Manager: runs one process's informers, controllers and other runnables, elects a leader when
 // asked to, and serves /healthz, /readyz and /metrics (plus whatever a component mounts on `app`).
 //
-// Start order (controller-runtime's, reference 1.7):
+// Start order (controller-runtime's; docs/runtime.md, "Manager"):
 //   1. HTTP server (probes answer from the start; /readyz says 503 until ready);
 //   2. informers, then wait until all have synced (cacheSyncTimeoutMs, default 2 min);
 //   3. runnables that do not need leadership;
@@ -9,7 +9,7 @@
 //      elected. Followers keep their informers synced (warm standby), so a failover skips the
 //      initial list. Without an elector, leader-only runnables start at once.
 //
-// Stop order (reference 6 rule 13), stop() or SIGTERM/SIGINT under run():
+// Stop order (docs/runtime.md, "Manager"), stop() or SIGTERM/SIGINT under run():
 //   1. stop accepting new work: /readyz turns 503 and every other request on `app` gets 503;
 //   2. cancel leader-only runnables (controllers shut their queues and abort every in-flight
 //      reconcile's signal), then the others; wait for them to finish, up to gracefulShutdownMs

@@ -1,5 +1,5 @@
 // What a reconcile returns, and how the controller acts on it (controller-runtime's contract,
-// reference 1.4, without the deprecated `Requeue: true`):
+// without the deprecated `Requeue: true`; docs/runtime.md, "Controller ... and the Result contract"):
 //   resolves void / {}              -> success: forget the key's back-off
 //   resolves {requeueAfterMs: d}    -> forget the back-off, then run the key again after d ms
 //   throws / rejects                -> run the key again after its per-key back-off (grows per failure)

@@ -1,5 +1,5 @@
 // A Source feeds keys to a controller's work queue. Events carry no payload into the reconcile:
-// a source only says "look at this key again" (level-triggered, reference 6 rule 1). Informers
+// a source only says "look at this key again" (level-triggered; docs/runtime.md, "Sources"). Informers
 // become sources through informerSource(); anything else that learns about changes (a Docker
 // events stream, a timer) implements Source directly.
 import type { Informer } from "./informer.ts";

@@ -1,4 +1,4 @@
-// The cluster contract: exactly the capabilities the platform spec requires of a cluster manager
+// The cluster contract: exactly the cluster-manager capabilities of docs/cluster.md, "Capabilities"
 // (node resources; list containers with all/size/filters; create, start, stop with timeout, inspect,
 // remove with force and volumes, rename; events subscribe/unsubscribe; network info; env patch, the
 // latter a pure function in env.ts; image presence and pull), plus container logs and exec, addressed per

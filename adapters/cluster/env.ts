@@ -1,4 +1,4 @@
-// The spec's "patch an environment list with a key and value": a Docker env list is `KEY=value`
+// "Patch an environment list with a key and value" (docs/cluster.md, "Capabilities", patchEnv): a Docker env list is `KEY=value`
 // entries (a bare `KEY` means "take it from the caller's environment" in the CLI). Patching
 // replaces the key where it first appears, keeping the list's order (so a container created from
 // the patched list differs from the original only in that value), and drops any later duplicate:

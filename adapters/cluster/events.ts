@@ -1,5 +1,5 @@
 // Watching containers across engines: per node, the engine's event stream plus a relist after
-// every (re)connect (controller-runtime.md 6 rule 11). Docker's event stream is a hint channel, not
+// every (re)connect (docs/cluster.md, "Events and relist"). Docker's event stream is a hint channel, not
 // a log: it ends silently when the engine restarts, and `since` replays only a bounded in-memory
 // history (and nothing from before a restart). So a watcher never trusts the stream to be complete:
 //

@@ -1,4 +1,4 @@
-// The network manager plug-in slot the spec keeps: a manager may adjust a container's create spec
+// The network manager plug-in slot (docs/cluster.md, "Capabilities"): a manager may adjust a container's create spec
 // (join an overlay, reserve an address) and release what it reserved when the container is removed.
 // The no-op manager is the working one: containers use the network mode their spec names.
 import type { ContainerRef, CreateSpec } from "./cluster.ts";

@@ -1,6 +1,7 @@
 // A store watch over one raw etcd Watch stream (etcd3's public `watchClient`), not over etcd3's
-// Watcher/WatchManager, because that layer cannot keep the store's promises:
-// - it resumes after a reconnect from header.revision + 1 (reference 4.2): the created response
+// Watcher/WatchManager, because that layer cannot keep the store's promises (docs/store.md,
+// "EtcdStore and the etcd3 package"):
+// - it resumes after a reconnect from header.revision + 1: the created response
 //   and catch-up batches carry the *current* store revision, so a disconnect there skips history;
 // - it drops compact_revision when etcd cancels a watch for compaction (only a text error remains);
 // - one WatchManager stream multiplexes every watcher, and a WatchProgressRequest is answered with

@@ -1,4 +1,4 @@
-// Fenced writes (reference 7.2): a Store view for leader-only components in which every write
+// Fenced writes (docs/runtime.md, "Leader election and fencing"): a Store view for leader-only components in which every write
 // also requires that the leader key still has the createRevision of *our* leadership term. A
 // leader that was deposed (lease expired during a pause, network partition) cannot overwrite the
 // new leader's work, however late it notices: the store refuses the write atomically.

@@ -39,10 +39,12 @@ import { systemWallClock, type WallClock } from "./clock.ts";
 import { authErrorHandler } from "./errors.ts";
 import { isRepositoryName } from "../registry/names.ts";
 import { consolePrefix, CorruptRecordError, decodeRecord } from "./records.ts";
+import { registryAuthConfigKey, type RegistryAuthConfig } from "../resources/registry-auth.ts";
+
+// The published settings' key and shape are api/resources/registry-auth.ts's (a controller reads them).
+export { registryAuthConfigKey, type RegistryAuthConfig } from "../resources/registry-auth.ts";
 
 export const registrySigningKeyKey = `${consolePrefix}registry-signing-key`;
-/** Where the registry reads {realm, issuer, service} (docs/registry.md, "Token authentication"). */
-export const registryAuthConfigKey = "/platform/config/auth/registry";
 export const registryTokenPath = "/api/v1/authorize/registry/";
 export const defaultRegistryIssuer = "capstan-console";
 export const defaultRegistryService = "capstan-registry";
@@ -226,12 +228,6 @@ export async function ensureRegistrySigningKey(opts: EnsureSigningKeyOptions): P
     if (result.succeeded) return { key: { privateKey, certificate, certificatePem: record.certificate, kid: record.kid }, created: true };
   }
   throw new Error(`${key} kept appearing and vanishing while the console tried to read it`);
-}
-
-export interface RegistryAuthConfig {
-  realm: string;
-  issuer: string;
-  service: string;
 }
 
 /**

@@ -17,49 +17,10 @@
 // write the collector sees, because the write comes first and the collector clears the key only
 // with a compare on the revision it read.
 import type { Op, Store } from "../../adapters/store/store.ts";
+import { gcKeys, touchResolutionMs, type TagTouchRecord, type TouchRecord } from "../resources/registry-gc.ts";
 
-export const gcPrefix = "/platform/registry/gc/";
-
-export const gcKeys = {
-  touches: `${gcPrefix}touch/`,
-  touch: (digest: string) => `${gcPrefix}touch/${digest}`,
-  tagTouches: `${gcPrefix}tag-touch/`,
-  tagTouch: (repository: string, tag: string) => `${gcPrefix}tag-touch/${repository}/${tag}`,
-  dirty: `${gcPrefix}dirty/`,
-  dirtyOf: (repository: string) => `${gcPrefix}dirty/${repository}`,
-  marks: `${gcPrefix}marks/`,
-  markOf: (repository: string) => `${gcPrefix}marks/${repository}`,
-  pending: `${gcPrefix}pending/`,
-  pendingOf: (digest: string) => `${gcPrefix}pending/${digest}`,
-  runs: `${gcPrefix}runs/`,
-  run: (id: string) => `${gcPrefix}runs/${id}`,
-  policies: `${gcPrefix}policies/`,
-  /** Whether the marks cover every repository (a full run wrote them); absent on a fresh store. */
-  marksComplete: `${gcPrefix}marks-complete`,
-} as const;
-
-/** How long one touch write counts for: a process skips re-touching a digest within this time. */
-export const touchResolutionMs = 2_000;
-
-export interface TouchRecord {
-  at: number;
-  /** The repository that links the blob because of this touch (an upload, a mount): the collector unlinks it there too. */
-  repository?: string;
-}
-
-export interface TagTouchRecord {
-  at: number;
-  digest: string;
-  /**
-   * false from the manifest PUT's first write (before the tag), true from its last (after the
-   * tag): a tag touch not done means a push in flight, or one that died after it began, and the
-   * collector always reads such a tag again.
-   */
-  done: boolean;
-}
-
-/** A tag touch not done is kept at least this long (no manifest PUT takes longer). */
-export const unfinishedTagTouchMs = 10 * 60_000;
+// The key layout and the records are api/resources/registry-gc.ts's (the collector reads them too).
+export { gcKeys, gcPrefix, touchResolutionMs, unfinishedTagTouchMs, type TagTouchRecord, type TouchRecord } from "../resources/registry-gc.ts";
 
 /** The serving side of garbage collection. Each call resolves once the record is durable. */
 export interface GcJournal {

@@ -1,5 +1,5 @@
 // Every benchmark ends by calling report(): it prints a table of figures and ratios and writes
-// bench/results/<bench>.json as {"bench", "figures", "ratios", "targets", "at"} (DESIGN.md section 7).
+// bench/results/<bench>.json as {"bench", "figures", "ratios", "targets", "at"} (docs/benchmarks.md).
 // A ratio is named for what it divides (e.g. "capstan_over_raw"); a target says which way is good,
 // and the file records for each whether it was met.
 import { mkdirSync, writeFileSync } from "node:fs";

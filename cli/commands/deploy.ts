@@ -1,5 +1,5 @@
 // `capstan deploy <cluster> -f app.yaml -image IMAGE [-wait]`: run an app's web proc from its
-// application definition (platform spec section B, issue 5).
+// application definition (docs/deploy.md).
 //
 // The spec orders "register the app, write the secrets, deploy", so deploy checks both BEFORE it
 // changes anything: the app must be registered and the caller must hold a role on it (the console's

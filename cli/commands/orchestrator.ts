@@ -1,4 +1,4 @@
-// `capstan orchestrator`: the orchestrator API and its controllers in one process (DESIGN.md 7).
+// `capstan orchestrator`: the orchestrator API and its controllers in one process (docs/cli.md).
 import { createLogger } from "../../runtime/log.ts";
 import { orchestratorOptionDefs, orchestratorSettings } from "../orchestrator-options.ts";
 import { installOrchestrator, orchestratorLeaderKey } from "../orchestrator.ts";

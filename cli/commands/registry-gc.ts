@@ -1,7 +1,7 @@
 // Garbage collection from the command line (docs/registry-gc.md):
 //
 //   capstan registry garbage-collect [-dry-run|-d] [-delete-untagged|-m] [-grace D] config.yaml
-//     The spec's command, as distribution spells it: a full collection of the storage in
+//     The operator's command, as distribution spells it (docs/registry-gc.md, "Collecting"): a full collection of the storage in
 //     config.yaml. Safe while the registry serves: when a registry holds the storage (the
 //     filesystem root's lock, or the registry leader key in the store) the run is handed to it as a
 //     run record and this command waits for its report; otherwise it runs here, holding the lock.

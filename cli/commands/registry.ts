@@ -9,7 +9,7 @@
 //   bookkeeping there); serve() needs one for leader election and compaction. With -store it is
 //   that store, and the store key /platform/config/auth/registry ({realm, issuer, service}, written
 //   by the console) decides token auth at run time, watched: present turns it on, removed turns it
-//   off (a warning), as the original platform's entry.sh did at each start. Without -store it is
+//   off (a warning; docs/registry.md, "Token auth at run time"). Without -store it is
 //   an embedded SQLite file in -data (default ROOTDIRECTORY/capstan for filesystem storage,
 //   ./registry-data for s3), and token auth is what the config's auth.token says.
 // - The certificate bundle is always the config's auth.token.rootcertbundle file, re-read when the

@@ -1,6 +1,6 @@
 // `capstan secret add|view|delete <cluster> <proc> ...`: write, read and delete an app's secret
-// files through the secrets service (platform spec section B), as the cluster's maintainer token.
-// proc is the spec's `<app>.<type>.<proc_name>` (e.g. hello.web.web); the app is its first segment.
+// files through the secrets service (docs/secrets.md), as the cluster's maintainer token.
+// proc is `<app>.<type>.<proc_name>` (docs/secrets.md, "Input rules") (e.g. hello.web.web); the app is its first segment.
 import { readFile } from "node:fs/promises";
 import { appOfProc, clusterClients, clusterCommandOptionDefs, positionals } from "../cluster-options.ts";
 import { CommandFailure, reportFailure } from "../failure.ts";

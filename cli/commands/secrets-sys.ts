@@ -1,5 +1,5 @@
 // `capstan secrets init|unseal|seal|status [CLUSTER]`: the secrets service's seal life cycle
-// (issue 5). The service is found by -secrets URL, else the CLUSTER's saved secrets URL, else the
+// (docs/secrets.md, "Init, unseal, seal"). The service is found by -secrets URL, else the CLUSTER's saved secrets URL, else the
 // current cluster's, else http://127.0.0.1:9001. Requests carry the access token (-token,
 // CAPSTAN_TOKEN, else the token of that cluster; seal sends the root token, -root-token) and
 // verify HTTPS with -ca, CAPSTAN_CA, the cluster's `ca:` or the top-level one (client-config.ts).

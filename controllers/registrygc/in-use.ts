@@ -22,7 +22,7 @@ import { listAll } from "../../adapters/store/list-all.ts";
 import type { Store } from "../../adapters/store/store.ts";
 import { dependencyLayout } from "../../api/resources/dependency.ts";
 import { orchestratorPrefix } from "../../api/resources/keys.ts";
-import { isRepositoryName, isTag } from "../../api/registry/names.ts";
+import { isRepositoryName, isTag } from "../../api/resources/registry-names.ts";
 
 /** An image reference taken apart: `[host/]repository[:tag][@digest]`. */
 export interface ImageReference {

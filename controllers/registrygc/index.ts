@@ -7,8 +7,7 @@
 import type { Registry } from "prom-client";
 import type { StorageDriver } from "../../adapters/blobstore/driver.ts";
 import type { Store } from "../../adapters/store/store.ts";
-import { gcKeys } from "../../api/registry/gc-journal.ts";
-import { createRun, decodeRun, type RunRecord } from "../../api/registry/gc-runs.ts";
+import { createRun, decodeRun, gcKeys, type RunRecord } from "../../api/resources/registry-gc.ts";
 import { Controller } from "../../runtime/controller.ts";
 import { Informer } from "../../runtime/informer.ts";
 import type { KeyValueLike } from "../../runtime/listwatch.ts";

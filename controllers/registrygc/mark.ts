@@ -4,8 +4,8 @@
 // same links, for every repository on every run, where Capstan keeps the marks in the store and
 // reads again only the repositories that changed.
 import { PathNotFoundError, type StorageDriver } from "../../adapters/blobstore/driver.ts";
-import { digestOrUndefined, type Digest } from "../../api/registry/names.ts";
-import * as paths from "../../api/registry/paths.ts";
+import { digestOrUndefined, type Digest } from "../../api/resources/registry-names.ts";
+import * as paths from "../../api/resources/registry-paths.ts";
 import { mapLimit } from "../../runtime/map-limit.ts";
 
 export interface ManifestMark {

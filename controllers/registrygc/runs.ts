@@ -8,8 +8,7 @@
 // another registry may have collected meanwhile).
 import type { StorageDriver } from "../../adapters/blobstore/driver.ts";
 import type { Store } from "../../adapters/store/store.ts";
-import { gcKeys } from "../../api/registry/gc-journal.ts";
-import { keptRuns, RunOptions, type RunRecord } from "../../api/registry/gc-runs.ts";
+import { gcKeys, keptRuns, RunOptions, type RunRecord } from "../../api/resources/registry-gc.ts";
 import type { Informer } from "../../runtime/informer.ts";
 import type { Logger } from "../../runtime/log.ts";
 import type { ReconcileContext, Result } from "../../runtime/result.ts";

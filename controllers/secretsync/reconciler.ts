@@ -32,7 +32,7 @@ import { decodeMarker, markerCovers, markerHasError, type Marker, type MarkerEnt
 import { appOf, listsSecrets, type SpecEntry } from "./specs.ts";
 import type { SecretFileRecord, SyncVault } from "./vault.ts";
 
-/** Container labels of the PodGroup naming contract (DESIGN.md section 5). */
+/** Container labels of the PodGroup naming contract (docs/cluster.md, "Container names and labels"). */
 export const podGroupLabel = "io.capstan.podgroup";
 export const containerIndexLabel = "io.capstan.container-index";
 

@@ -12,13 +12,13 @@
 //   3. the registry answers GET /v2/ without asking for credentials (2xx; asked from this process,
 //      no credentials sent): token auth is off there: anonymous;
 //   4. else a new token from the realm: GET <realm>?service=<service>&scope=repository:<name>:pull,
-//      Basic <the access token's user>:<access token>, with a timeout (api/console/registry-token-client.ts).
+//      Basic <the access token's user>:<access token>, with a timeout (adapters/console/registry-token-client.ts).
 // Images of any other registry are pulled anonymously. Concurrent pulls of one repository share one
 // token request.
 import { readFile } from "node:fs/promises";
 import { fetch, type Dispatcher } from "undici";
-import { pullScope, requestPullToken, type PullToken } from "../../api/console/registry-token-client.ts";
-import type { RegistryAuthConfig } from "../../api/console/registry-token.ts";
+import { pullScope, requestPullToken, type PullToken } from "../../adapters/console/registry-token-client.ts";
+import type { RegistryAuthConfig } from "../../api/resources/registry-auth.ts";
 import { imageRegistry, type PullCredentials, type RegistryCredentials } from "./image-pull.ts";
 
 /** What the registry's GET /v2/ says: no credentials needed, credentials needed, or no usable answer. */

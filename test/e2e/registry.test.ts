@@ -5,7 +5,7 @@
 //   token and pushes shop/web, her push to blog/web is refused; on engine n2 the viewer of shop
 //   pulls and runs it, may not push, and without a login the pull is refused (anonymous pull off);
 // - skopeo copies an OCI layout to the registry and back with credentials, layers unchanged;
-// - the spec's cleanup steps 1-3 with curl: catalog, tags, soft-delete by digest;
+// - the cleanup steps 1-3 (docs/registry-gc.md, "Collecting") with curl: catalog, tags, soft-delete by digest;
 // - two `capstan registry` processes on one S3 bucket (the services' s3rver): pushed through one,
 //   pulled through the other;
 // - an upload continued across a restart of a `capstan registry` process on a filesystem root.
@@ -235,7 +235,7 @@ describe("capstan up's registry with docker, skopeo and curl", () => {
     expect(bob.stderr).toMatch(/denied|unauthorized/i);
   });
 
-  it("the spec's cleanup steps 1-3 with curl: list repositories, list tags, soft-delete by digest", async () => {
+  it("the cleanup steps 1-3 of docs/registry-gc.md with curl: list repositories, list tags, soft-delete by digest", async () => {
     const curl = (args: string[]) => run("curl", ["-sS", ...args], { timeoutMs: 30_000 });
     // A registry token for the admin, for the catalog and pull + delete on shop/web.
     const realm = `${web}/api/v1/authorize/registry/?service=capstan-registry&scope=registry:catalog:*&scope=repository:shop/web:pull,delete`;

@@ -1,4 +1,4 @@
-// The platform spec's three-step usage end to end, with the real `capstan` binary as a user types
+// The three-step usage of docs/deploy.md (register, write secrets, deploy) end to end, with the real `capstan` binary as a user types
 // it: `capstan up` (orchestrator + console + secrets service + Secret-sync in one process, embedded
 // store, the two real engines), then
 //   1. register the app (admin token from the console's admin-token file), create a maintainer
@@ -195,7 +195,7 @@ describe("secrets end to end: register, write, deploy", () => {
 
     const config = readFileSync(join(home, ".capstan", "config.yaml"), "utf8");
     const token = /local:[\s\S]*?token: (\S+)/.exec(config)![1]!;
-    // A body that is not the JSON object is stored whole as the content (spec rule 1).
+    // A body that is not the JSON object is stored whole as the content (docs/secrets.md, "Input rules").
     const put = await fetch(`${url}/v2/secrets?app=${app}&proc=${proc}&path=conf/raw.txt`, { method: "PUT", headers: { "access-token": token }, body: secrets.raw });
     expect(put.status).toBe(200);
 

@@ -44,7 +44,7 @@ interface Answer {
 async function call(method: string, path: string, id: Id, body?: unknown): Promise<Answer> {
   const headers: Record<string, string> = {};
   const token = tokens[id];
-  // Alice sends the kubectl/Nomad form, everyone else the spec's header: both must work everywhere.
+  // Alice sends the kubectl/Nomad form, everyone else `access-token` (docs/security.md, "Two header forms"): both must work everywhere.
   if (token !== undefined) {
     if (id === "maintainerA") headers.authorization = `Bearer ${token}`;
     else headers["access-token"] = token;

@@ -1,5 +1,5 @@
 // The whole authorization code flow through the auth proxy, against a real OpenID provider, with a
-// cookie jar: the spec's redirect, callback and token request, the session cookie, the headers the
+// cookie jar: the redirect, callback and token request of docs/authproxy.md, "The login", the session cookie, the headers the
 // upstream receives, step-up, groups, logout, JSON clients, WebSockets (docs/authproxy.md).
 import { connect } from "node:net";
 import { decodeJwt } from "jose";
@@ -39,7 +39,7 @@ function responseHead(request: string): Promise<string> {
 const lastRequest = (path: string) => [...h.upstream.requests].reverse().find((r) => r.url === path);
 
 describe("auth proxy: the code flow", () => {
-  it("redirects a protected request exactly as the spec writes it", async () => {
+  it("redirects a protected request exactly as docs/authproxy.md writes it", async () => {
     const res = await fetch(`${h.url}/app/page?x=1&y=a%20b`, { redirect: "manual" });
     expect(res.status).toBe(302);
     const location = new URL(res.headers.get("location")!);

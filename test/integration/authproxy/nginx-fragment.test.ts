@@ -96,7 +96,7 @@ describe("the generated nginx fragment", () => {
     for (const name of rewrites) expect(headerValues(rec, name), name).toEqual([]);
   });
 
-  it("redirects a protected request to the provider with the spec's parameters and the csrf cookie", async () => {
+  it("redirects a protected request to the provider with the parameters of docs/authproxy.md and the csrf cookie", async () => {
     const res = await fetch(`${front}/app/page?x=1`, { redirect: "manual" });
     expect(res.status).toBe(302);
     const location = new URL(res.headers.get("location")!);

@@ -1,5 +1,5 @@
-// Garbage collection as an operator runs it: `capstan registry` serving a filesystem root, and the
-// spec's `capstan registry garbage-collect config.yaml` (handed to the serving registry, or run in
+// Garbage collection as an operator runs it (docs/registry-gc.md): `capstan registry` serving a
+// filesystem root, and `capstan registry garbage-collect config.yaml` (handed to the serving registry, or run in
 // the command when none serves), `capstan registry gc` following a run, the HTTP endpoint, and the
 // metrics.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -39,7 +39,7 @@ describe("capstan registry garbage-collect and gc", () => {
     expect((await client.req("DELETE", `/v2/app/gone/manifests/${gone.digest}`)).status).toBe(202);
     const garbage = [gone.digest, ...gone.blobs.map((b) => digestOf(b))].sort();
 
-    // The spec's command while the registry serves: handed to it. With -grace 0s a blob still
+    // `garbage-collect` while the registry serves: handed to it. With -grace 0s a blob still
     // counts as touched for the touch resolution and the clock allowance (3 s) after its push.
     let eligible: string[] = [];
     await pollUntil("a dry run listing the deleted image's blobs", async () => {

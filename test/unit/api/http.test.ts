@@ -1,6 +1,6 @@
 // The shared HTTP helpers (api/http), exercised through a Hono app in-process: JSON bodies (content
 // type, size limit, UTF-8, syntax), schema errors that name fields, query parameters, and the
-// mapping of thrown errors onto DESIGN.md section 6's bodies.
+// mapping of thrown errors onto the bodies of docs/orchestrator.md, "Status codes and bodies".
 import { Hono } from "hono";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";

@@ -35,7 +35,7 @@ function problems(text: string): string[] {
 }
 
 describe("application definition", () => {
-  it("reads every field of the spec", () => {
+  it("reads every field of the definition file (docs/deploy.md)", () => {
     const { definition, warnings } = parseAppDefinition(full, "app.yaml");
     expect(warnings).toEqual([]);
     expect(definition).toEqual({

@@ -19,7 +19,7 @@ function problems(text: string): string[] {
 }
 
 describe("auth proxy config.yaml", () => {
-  it("reads the spec's keys with their defaults", () => {
+  it("reads the keys of docs/authproxy.md (config.yaml) with their defaults", () => {
     const c = parseAuthProxyConfig(
       `${base}location:
   - match: = /health

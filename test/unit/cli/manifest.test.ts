@@ -43,7 +43,7 @@ describe("parseManifest", () => {
     });
   });
 
-  it("reads JSON, including PascalCase keys and integer restart policy codes of the original system", () => {
+  it("reads JSON, including PascalCase keys and integer restart policy codes (docs/cli.md, capstan apply)", () => {
     const json = JSON.stringify(
       { Name: "web", Namespace: "demo", NumInstances: 1, RestartPolicy: 2, Pod: { Namespace: "demo", Containers: [{ Image: "img" }] } },
       null,

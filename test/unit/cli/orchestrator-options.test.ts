@@ -5,7 +5,7 @@ import { parseArgs, usage, UsageError } from "../../../cli/options.ts";
 const settings = (argv: string[], env: Record<string, string> = {}) => orchestratorSettings(parseArgs(argv, orchestratorOptionDefs, env).options);
 
 describe("orchestrator options", () => {
-  it("default to DESIGN.md section 7: update wait 10 s, refresh 30 s, 8 workers, dependency GC 5 min, node timeout 60 s", () => {
+  it("default to docs/cli.md's: update wait 10 s, refresh 30 s, 8 workers, dependency GC 5 min, node timeout 60 s", () => {
     expect(settings([])).toEqual({ updateWaitMs: 10_000, refreshIntervalMs: 30_000, workers: 8, dependsGcMs: 300_000, nodeTimeoutMs: 60_000 });
   });
 

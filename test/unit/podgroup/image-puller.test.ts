@@ -17,7 +17,8 @@ import { EngineError, type PullOptions } from "../../../adapters/cluster/index.t
 import { SqliteStore } from "../../../adapters/store/sqlite.ts";
 import { tokenGate, TokenVerifier } from "../../../api/auth/index.ts";
 import { tokenKey } from "../../../api/console/records.ts";
-import { decodeRegistryTokenClaims, pullOnlyProblem, readRegistryAuthConfig } from "../../../api/console/registry-token-client.ts";
+import { decodeRegistryTokenClaims, pullOnlyProblem } from "../../../adapters/console/registry-token-client.ts";
+import { readRegistryAuthConfig } from "../../../api/resources/registry-auth.ts";
 import { ensureRegistrySigningKey, publishRegistryAuthConfig, registryAuthConfigKey, registryTokenApi, type RegistrySigningKey } from "../../../api/console/registry-token.ts";
 import { controllersTokenRole, controllersTokenUser, ensureServiceToken } from "../../../api/console/service-token.ts";
 import { imageRegistry, ImagePuller } from "../../../controllers/shared/image-pull.ts";

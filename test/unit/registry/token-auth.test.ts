@@ -96,7 +96,7 @@ const bearer = (t: string) => `Bearer ${t}`;
 describe("libtrust key ID", () => {
   it("equals the published kid of the original console's certificate (distribution 2.8's derivation)", () => {
     // The public key of laincloud/console authorize/conf/server.pem
-    // 4.2 gives its kid, as the original hard-coded it and distribution computed it.
+    // whose kid the original hard-coded, as distribution computed it (docs/registry.md, "The token").
     const publicKey = createPublicKey(
       [
         "-----BEGIN PUBLIC KEY-----",
@@ -113,8 +113,8 @@ describe("libtrust key ID", () => {
     expect(libtrustKeyId(publicKey)).toBe("A4TG:6YYF:IFNY:HJ4R:SKIJ:XPSE:E4X2:RZQD:26I6:EM5U:57R2:ESAY");
   });
 
-  it("equals the reference's algorithm (registry.md 1.5) for EC, RSA and Ed25519 keys", () => {
-    // The reference's code, verbatim in substance: base32 of SHA-256(SPKI DER)[0:30] in groups of 4.
+  it("equals libtrust's algorithm (docs/registry.md, \"The token\") for EC, RSA and Ed25519 keys", () => {
+    // libtrust's code, verbatim in substance: base32 of SHA-256(SPKI DER)[0:30] in groups of 4.
     const reference = (pub: KeyObject) => {
       const d = createHash("sha256").update(pub.export({ type: "spki", format: "der" })).digest().subarray(0, 30);
       const A = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";

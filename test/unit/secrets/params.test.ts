@@ -1,4 +1,4 @@
-// How a PUT body becomes a record (spec B rule 1): the record form, or the whole body as content.
+// How a PUT body becomes a record (docs/secrets.md, "Input rules"): the record form, or the whole body as content.
 import { describe, expect, it } from "vitest";
 import { ApiError } from "../../../api/http/index.ts";
 import { recordFromBody } from "../../../api/secrets/params.ts";

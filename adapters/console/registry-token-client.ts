@@ -1,7 +1,7 @@
-// A client of the console's registry token endpoint (registry-token.ts) for a service that pulls on
-// the platform's behalf: the orchestrator asks it for a registry token that may pull one repository
-// and nothing else, with its console access token as the Basic password, and hands the engines only
-// that token (docs/registry.md, "How the platform pulls").
+// A client of the console's registry token endpoint (api/console/registry-token.ts) for a service
+// that pulls on the platform's behalf: the orchestrator asks it for a registry token that may pull
+// one repository and nothing else, with its console access token as the Basic password, and hands
+// the engines only that token (docs/registry.md, "How the platform pulls").
 //
 //   GET <realm>?service=<service>&scope=repository:<name>:pull
 //       Authorization: Basic base64(<the access token's user>:<access token>)
@@ -15,11 +15,13 @@
 // The answer is checked before anyone gets it: a JWT whose `access` claim grants pull on the
 // repository asked for and nothing else (the console never grants more than asked; a token that
 // did would be refused here rather than handed to an engine).
+//
+// An HTTP client of an outside service, so it lives in adapters/ (docs/development.md, "Conventions"):
+// the controllers' image pulls use it (controllers/shared/registry-credentials.ts). The published
+// realm is read with api/resources/registry-auth.ts.
 import { decodeJwt } from "jose";
 import { fetch, type Dispatcher } from "undici";
-import type { Store } from "../../adapters/store/store.ts";
 import { isLoopbackHost } from "../../runtime/loopback.ts";
-import { registryAuthConfigKey, type RegistryAuthConfig } from "./registry-token.ts";
 
 /** One entry of a registry token's `access` claim. */
 export interface GrantedAccess {
@@ -172,23 +174,6 @@ export async function requestPullToken(r: PullTokenRequest): Promise<PullToken> 
   // distribution's token spec: 60 s when the answer does not say.
   const expiresIn = typeof body.expires_in === "number" && body.expires_in > 0 ? body.expires_in : 60;
   return { token, expiresAt: started + expiresIn * 1000, lifetimeMs: expiresIn * 1000, claims };
-}
-
-/** {realm, issuer, service} the console published in the store; undefined when it published none. */
-export async function readRegistryAuthConfig(store: Pick<Store, "get">): Promise<RegistryAuthConfig | undefined> {
-  const kv = await store.get(registryAuthConfigKey);
-  if (kv === null) return undefined;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(kv.value);
-  } catch {
-    throw new Error(`${registryAuthConfigKey} is not JSON`);
-  }
-  const v = (typeof parsed === "object" && parsed !== null ? parsed : {}) as Record<string, unknown>;
-  if (typeof v.realm !== "string" || v.realm === "" || typeof v.service !== "string" || v.service === "") {
-    throw new Error(`${registryAuthConfigKey} has no realm and service`);
-  }
-  return { realm: v.realm, service: v.service, issuer: typeof v.issuer === "string" ? v.issuer : "" };
 }
 
 function describeFetchError(e: unknown): string {
