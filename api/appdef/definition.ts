@@ -1,4 +1,4 @@
-// The application definition file of the platform spec (section B): what an app is called, how it
+// The application definition file (docs/deploy.md, "The application definition file"): what an app is called, how it
 // is built, released and tested, the command of its web proc, and which secret files that proc
 // gets. YAML; every problem is reported as `FILE:LINE: key.path: message`, at the line of the key
 // (or value) that is wrong, so the user can go straight to it.

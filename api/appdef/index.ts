@@ -1,4 +1,4 @@
-// The application definition file (platform spec section B) and the PodGroup it deploys.
+// The application definition file (docs/deploy.md, "The application definition file") and the PodGroup it deploys.
 export {
   AppDefinitionError,
   parseAppDefinition,

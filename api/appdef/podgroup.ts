@@ -1,4 +1,5 @@
-// How an application definition becomes the PodGroup of its web proc (issue 5, "App deploy"):
+// How an application definition becomes the PodGroup of its web proc (docs/deploy.md, "What
+// `capstan deploy CLUSTER -f app.yaml -image IMAGE` does"):
 // `<app>.web.<proc>` in namespace <app>, running web.cmd under a shell, PORT in its environment,
 // the listed secret files on its container (Secret-sync installs them, and the PodGroup controller
 // starts the container only once they are in place).

@@ -1,5 +1,5 @@
 // The gate every API handler passes first: the credential of a request, checked, as a Principal
-// (docs/security.md). A token is accepted in the spec's `access-token` header or as
+// (docs/security.md). A token is accepted in the `access-token` header (docs/api-reference.md, "Credentials") or as
 // `Authorization: Bearer <token>` (the kubectl and Nomad habit). Handlers call `gate.authenticate(c)`
 // before they read their input, so a caller without a credential learns nothing about the rules.
 //

@@ -1,5 +1,5 @@
-// The auth proxy's config.yaml (docs/authproxy.md#configyaml): the spec's keys, the decisions the
-// spec leaves open (where `groups` lives, the auth_type values, explicit endpoints, the realm, the
+// The auth proxy's config.yaml (docs/authproxy.md#configyaml): its keys, and the decisions that page
+// records (where `groups` lives, the auth_type values, explicit endpoints, the realm, the
 // cookie secret), every problem reported as `FILE:LINE: key: message`. A file with any problem
 // does not start the proxy: a typo in a protection rule must never be read as "unprotected".
 import { readFileSync } from "node:fs";

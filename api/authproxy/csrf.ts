@@ -1,4 +1,4 @@
-// The login's csrf value (docs/authproxy.md#csrf): the spec's `<csrf>` in the state and the csrf
+// The login's csrf value (docs/authproxy.md#csrf): the `<csrf>` in the state (docs/authproxy.md, "The login") and the csrf
 // cookie, made so that an attacker cannot choose it. The value is `RANDOM.TIME.MAC`:
 // 16 random bytes, the issue time (ms, base 36) and an HMAC-SHA256 of both under the proxy's
 // secret, all base64url/alphanumeric (no ":", which separates the state's two parts). A cookie

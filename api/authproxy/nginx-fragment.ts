@@ -35,7 +35,8 @@ export function nginxFragment(config: AuthProxyConfig, opts: FragmentOptions): s
   line();
 
   // The proxy's own paths first: a ^~ prefix, so that no regex location of the config can take
-  // the callback (the spec's `~ /_sso/` block would lose to regexes and ^~ prefixes listed before).
+  // the callback (a `~ /_sso/` block would lose to regexes and ^~ prefixes listed before;
+  // docs/authproxy.md, "nginx").
   line(`# capstan authproxy: the login callback, logout, probes.`);
   line(`location ^~ ${ssoPrefix} {`);
   proxyToAuthProxy(line, authProxy);

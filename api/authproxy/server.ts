@@ -76,7 +76,7 @@ export function createAuthProxy(deps: AuthProxyDeps): AuthProxyHandler {
   };
   const cookieAttrs = (req: IncomingMessage) => `Path=/; HttpOnly${secureCookies(req) ? "; Secure; SameSite=Lax" : ""}`;
 
-  /** The session check of the spec, in its order: cookie, signature and expiry (and iss, aud), scopes, groups. */
+  /** The session check of docs/authproxy.md ("The login"), in its order: cookie, signature and expiry (and iss, aud), scopes, groups. */
   const checkSession = (req: IncomingMessage, need: Requirement): SessionCheck | Promise<SessionCheck> => {
     const tokens = cookieValues(req.headers.cookie, sessionCookie).slice(0, 3);
     if (tokens.length === 0) return { ok: false, reason: "no session cookie", hadCookie: false };

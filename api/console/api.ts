@@ -1,4 +1,4 @@
-// The console's HTTP API (issue 5): apps and their maintainers, access tokens, and the role check the
+// The console's HTTP API (docs/console.md, "Endpoints"): apps and their maintainers, access tokens, and the role check the
 // secrets service (and later the registry) delegate authorization to.
 //
 //   POST   /api/v1/apps                    {appname, maintainers}        201 AppRecord | 400 | 409

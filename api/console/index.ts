@@ -1,4 +1,4 @@
-// The console (issue 5): apps, maintainers, access tokens and role checks. Server assembly:
+// The console (docs/console.md): apps, maintainers, access tokens and role checks. Server assembly:
 // createConsoleApi for the routes, ensureAdminToken once on start.
 export { createConsoleApi, type ConsoleApiOptions } from "./api.ts";
 export { AdminTokenError, ensureAdminToken, type EnsureAdminTokenOptions } from "./admin-token.ts";

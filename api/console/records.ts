@@ -1,4 +1,4 @@
-// The console's stored records and their keys (issue 5 contract):
+// The console's stored records and their keys (docs/store.md, the key layout; docs/console.md, "Decisions"):
 //   /platform/console/apps/<app>   = AppRecord
 //   /platform/console/tokens/<id>  = TokenRecord (the hash of the secret part, never the token)
 // Names and e-mails are validated here, once, for the API and for ensureAdminToken alike.

@@ -24,7 +24,7 @@ import { discoverEndpoints, OidcClient, type OidcEndpoints } from "../../adapter
 import type { Store } from "../../adapters/store/store.ts";
 import { silentLogger, type Logger } from "../../runtime/log.ts";
 import { isLoopbackHost } from "../../runtime/loopback.ts";
-import { readJsonBody } from "../http/index.ts";
+import { ApiError, readJsonBody, type ErrorBody } from "../http/index.ts";
 import { systemWallClock, type WallClock } from "./clock.ts";
 import { authErrorHandler } from "./errors.ts";
 import { consolePrefix, decodeRecord, Email } from "./records.ts";
@@ -55,17 +55,22 @@ export interface SsoSettings {
 
 export type SsoErrorCode = "BadRequest" | "Forbidden" | "NotFound" | "BadGateway" | "Unavailable" | "GatewayTimeout";
 
-/** A refused or failed login: `status` and `code` are what the HTTP API answers. */
-export class SsoError extends Error {
-  override readonly name = "SsoError";
+/**
+ * A refused or failed login: an ApiError whose `status` and `code` are what the HTTP API answers
+ * (with `cache-control: no-store`, as every answer of the login); a 400 names `field`.
+ */
+export class SsoError extends ApiError {
+  override readonly name: string = "SsoError";
+  declare readonly status: 400 | 403 | 404 | 502 | 503 | 504;
   constructor(
-    readonly status: 400 | 403 | 404 | 502 | 503 | 504,
+    status: 400 | 403 | 404 | 502 | 503 | 504,
     readonly code: SsoErrorCode,
     message: string,
     /** The offending field, for 400s. */
-    readonly field?: string,
+    field?: string,
   ) {
-    super(message);
+    const body = (status === 400 ? { code, message, details: field ? [{ path: field, message }] : [] } : { code, message }) as ErrorBody;
+    super(status, body, { ...(field !== undefined ? { field } : {}), headers: { "cache-control": "no-store" } });
   }
 }
 
@@ -134,7 +139,7 @@ export async function ensureSsoStateKey(store: Store, clock: WallClock = systemW
 // Checks of the input.
 
 const challengePattern = /^[A-Za-z0-9_-]{43}$/;
-/** RFC 7636 section 4.1. */
+/** RFC 7636's 43 to 128 characters (docs/console.md, "Single sign-on", "Errors"). */
 const verifierPattern = /^[A-Za-z0-9._~-]{43,128}$/;
 
 /** An absolute http(s) URL without user, password or fragment: what any callback must be. */
@@ -153,7 +158,8 @@ function checkRedirectUri(uri: string, field = "redirect_uri"): URL {
 }
 
 /**
- * True for the callback of a command-line client on this machine (RFC 8252 section 7.3):
+ * True for the callback of a command-line client on this machine (docs/console.md, "The flow",
+ * after RFC 8252's loopback rule):
  * http://127.0.0.1:PORT/..., http://[::1]:PORT/... or http://localhost:PORT/..., port explicit.
  */
 export function isLoopbackRedirectUri(uri: string): boolean {
@@ -364,12 +370,7 @@ function requireLoopback(uri: string): void {
 export function ssoApi(opts: { login: SsoLogin | undefined; log?: Logger }): Hono {
   const log = (opts.log ?? silentLogger).child({ api: "sso" });
   const app = new Hono();
-  const shared = authErrorHandler(log);
-  app.onError((err, c) => {
-    if (!(err instanceof SsoError)) return shared(err, c);
-    const body = { error: err.message, code: err.code, message: err.message, ...(err.status === 400 ? { details: err.field ? [{ path: err.field, message: err.message }] : [] } : {}) };
-    return c.json(body, err.status, { "cache-control": "no-store" });
-  });
+  app.onError(authErrorHandler(log));
   const login = (): SsoLogin => {
     if (opts.login === undefined) throw new SsoError(404, "NotFound", ssoOffMessage);
     return opts.login;

@@ -1,10 +1,9 @@
 // Reading a JSON request body: the content type must say JSON, the body must be at most 1 MiB of
-// UTF-8, and it must parse. Every failure is a 400 naming the problem (DESIGN.md section 6 answers
-// bad input with 400; a too-large body included, so clients handle one error shape).
+// UTF-8, and it must parse. Every failure is a 400 naming the problem (docs/api-reference.md,
+// "Bodies": bad input is a 400, a too-large body included, so clients handle one error shape).
 //
 // Why the content type is checked and not sniffed: the original system read a form-encoded body as
-// a form and then failed on "EOF" (original-system.md 1.5); refusing the wrong type up front says
-// what is wrong instead.
+// a form and then failed on "EOF"; refusing the wrong type up front says what is wrong instead.
 import { IncomingMessage } from "node:http";
 import type { Context } from "hono";
 import type { z } from "zod";

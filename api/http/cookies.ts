@@ -1,4 +1,4 @@
-// Reading a Cookie request header (RFC 6265, section 5.4: `name=value` pairs separated by `;`).
+// Reading a Cookie request header: `name=value` pairs separated by `;` (the Cookie header of RFC 6265).
 /** The value of cookie `name` in a Cookie header, or undefined. */
 export function readCookie(header: string | undefined, name: string): string | undefined {
   if (header === undefined) return undefined;

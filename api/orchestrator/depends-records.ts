@@ -1,34 +1,22 @@
-// The Dependency API's reads and writes. Each write is one store transaction: create-only for a
-// new dependency, compare-and-swap on the key's modRevision for a change, so concurrent requests
-// on any replica never overwrite each other (a lost race re-reads and re-applies the change).
+// The Dependency API's reads and writes. Each write is one store transaction, create-only or
+// compare-and-swap (versioned-writes.ts), so concurrent requests on any replica never overwrite
+// each other.
 import type { Store } from "../../adapters/store/store.ts";
 import { listAll } from "../../adapters/store/list-all.ts";
-import { notAllowed, notFound, unavailable } from "../http/index.ts";
 import type { DependencyLayout, DependencyStatus, DependencyWithStatus, StoredDependency } from "../resources/dependency.ts";
 import type { StoredPodGroup } from "../resources/podgroup.ts";
+import { compareAndSwap, createOnly, type RecordKind } from "./versioned-writes.ts";
 
-async function getDependency(store: Store, layout: DependencyLayout, name: string): Promise<{ record: StoredDependency; modRevision: number } | null> {
-  const kv = await store.get(layout.dependency(name));
-  if (kv === null) return null;
-  return { record: JSON.parse(kv.value) as StoredDependency, modRevision: kv.modRevision };
-}
+const dependencyKind: RecordKind = { kind: "dependency", changeWith: "PUT" };
 
 /** Store a new dependency; 409 AlreadyExists when the name is taken (or still being deleted). */
 export async function createDependency(store: Store, layout: DependencyLayout, record: StoredDependency): Promise<void> {
-  const key = layout.dependency(record.name);
-  const { succeeded } = await store.txn([{ key, target: "createRevision", equals: 0 }], [{ type: "put", key, value: JSON.stringify(record) }]);
-  if (succeeded) return;
-  const existing = await getDependency(store, layout, record.name);
-  if (existing?.record.deleting) {
-    throw notAllowed("AlreadyExists", `dependency ${record.name} is being deleted; create it again once GET answers 404`);
-  }
-  throw notAllowed("AlreadyExists", `dependency ${record.name} already exists; change it with PUT`);
+  await createOnly(store, layout.dependency(record.name), record.name, record, dependencyKind);
 }
 
 /**
- * Apply `change` with compare-and-swap, re-reading after a lost race. `change` returns the new
- * record, or undefined when there is nothing to write; it may throw an ApiError, which ends the
- * update unwritten. A missing dependency is a 404.
+ * Apply `change` with compare-and-swap (versioned-writes.ts compareAndSwap: re-read after a lost
+ * race, 404 for a missing dependency, an ApiError from `change` ends it unwritten).
  */
 export async function updateDependency(
   store: Store,
@@ -39,16 +27,16 @@ export async function updateDependency(
   readDependents?: () => Promise<string[]>,
   maxAttempts = 64,
 ): Promise<{ written: boolean; record: StoredDependency }> {
-  const key = layout.dependency(name);
-  for (let attempt = 0; attempt < maxAttempts; attempt++) {
-    const current = await getDependency(store, layout, name);
-    if (current === null) throw notFound(`dependency ${name} not found`);
-    const next = change(current.record, readDependents ? await readDependents() : []);
-    if (next === undefined) return { written: false, record: current.record };
-    const { succeeded } = await store.put(key, JSON.stringify(next), { expect: [{ key, target: "modRevision", equals: current.modRevision }] });
-    if (succeeded) return { written: true, record: next };
-  }
-  throw unavailable(`dependency ${name} is being changed by too many concurrent requests; retry`);
+  const { written, record } = await compareAndSwap<StoredDependency>(
+    store,
+    layout.dependency(name),
+    name,
+    dependencyKind,
+    async (current) => change(current, readDependents ? await readDependents() : []),
+    undefined,
+    maxAttempts,
+  );
+  return { written, record };
 }
 
 /**

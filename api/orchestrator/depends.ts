@@ -1,5 +1,5 @@
-// The orchestrator's Dependency API (DESIGN.md section 6; platform spec C, "Dependency
-// operations"). A thin Hono app: parse and validate, write the definition in one store
+// The orchestrator's Dependency API (docs/dependencies.md; fields and answers:
+// docs/api-reference.md, "GET /api/depends" and after). A thin Hono app: parse and validate, write the definition in one store
 // transaction, answer. Nothing is deployed here: the Dependency controller deploys a dependency
 // pod on demand, on the node where an instance of a PodGroup that lists it runs.
 //
@@ -15,17 +15,18 @@
 import { isDeepStrictEqual } from "node:util";
 import { Hono } from "hono";
 import { z } from "zod";
-import { parsePlacementFilter, rankNodes, type NodeCapacity, type PlacementFilter } from "../../adapters/cluster/index.ts";
+import { rankNodes, type NodeCapacity, type PlacementFilter } from "../../adapters/cluster/index.ts";
 import type { Store } from "../../adapters/store/store.ts";
 import type { Informer } from "../../runtime/informer.ts";
 import { silentLogger, type Logger } from "../../runtime/log.ts";
 import { auditObject, may, requireApp, requireHostAccess, requireOwnName, seesAllApps, type ApiAccess, type Principal } from "../auth/index.ts";
-import { accepted, errorHandler, invalid, notAllowed, notFound, notFoundHandler, parseQuery, queryBoolean, readJsonBody } from "../http/index.ts";
+import { accepted, errorHandler, isoNow, notAllowed, notFound, notFoundHandler, parseQuery, queryBoolean, readJsonBody, systemWallClock, type WallClock } from "../http/index.ts";
 import { DependencySpecInput, dependencyLayout, type DependencySpec, type StoredDependency } from "../resources/dependency.ts";
 import type { NodeRecord } from "../resources/node.ts";
 import { Name } from "../resources/podgroup.ts";
 import { createDependency, dependentsOf, getDependencyWithStatus, listDependenciesWithStatus, updateDependency } from "./depends-records.ts";
 import { podDemand } from "./feasibility.ts";
+import { normalised, placementFilters } from "./pod-input.ts";
 
 export interface DependsApiOptions {
   /** Not fenced: every replica accepts writes (they are create-only or compare-and-swap). */
@@ -37,6 +38,8 @@ export interface DependsApiOptions {
   log?: Logger;
   /** Who may call, and the host-access rules. */
   access: ApiAccess;
+  /** Wall clock for the records' times (default the system's). */
+  clock?: WallClock;
 }
 
 export const DependsGetQuery = z.object({ name: Name.describe("Dependency name") });
@@ -52,6 +55,7 @@ export function createDependsApi(opts: DependsApiOptions): Hono {
   const { store } = opts;
   const layout = dependencyLayout(opts.prefix);
   const log = (opts.log ?? silentLogger).child({ api: "depends" });
+  const clock = opts.clock ?? systemWallClock;
   const app = new Hono();
   app.onError(errorHandler(log));
   app.notFound(notFoundHandler);
@@ -82,12 +86,14 @@ export function createDependsApi(opts: DependsApiOptions): Hono {
   app.post("/api/depends", async (c) => {
     const who = await gate.authenticate(c);
     const spec = await readJsonBody(c, DependencySpecInput, "PodSpec");
-    const filters = placementFilters(spec);
+    // node== filters mean nothing for a dependency (its pods go to the node of the instance that
+    // needs them): fitsSomewhere leaves them out.
+    const filters = placementFilters(spec, "filters");
     auditObject(c.req.raw, `dependency/${spec.name}`);
     mayWrite(who, spec);
     const verdict = fitsSomewhere(opts.nodes.list(), spec, filters);
     if (verdict !== undefined) throw notAllowed("InsufficientResources", `cannot create dependency ${spec.name}: ${verdict}`);
-    const now = new Date().toISOString();
+    const now = isoNow(clock);
     const record: StoredDependency = { ...normalised(spec), version: 1, createdAt: now, updatedAt: now };
     await createDependency(store, layout, record);
     // debug: the audit line of this POST already records the create.
@@ -98,7 +104,7 @@ export function createDependsApi(opts: DependsApiOptions): Hono {
   app.put("/api/depends", async (c) => {
     const who = await gate.authenticate(c);
     const spec = await readJsonBody(c, DependencySpecInput, "PodSpec");
-    placementFilters(spec);
+    placementFilters(spec, "filters");
     auditObject(c.req.raw, `dependency/${spec.name}`);
     const { written, record } = await updateDependency(store, layout, spec.name, (current) => {
       requireApp(who, "write", current.namespace);
@@ -107,7 +113,7 @@ export function createDependsApi(opts: DependsApiOptions): Hono {
       const { version, createdAt, updatedAt: _u, deleting: _d, ...pod } = current;
       // The same definition again (a re-applied file) is not a change: no new version, no rollout.
       if (isDeepStrictEqual(normalised(spec), pod)) return undefined;
-      return { ...normalised(spec), version: version + 1, createdAt, updatedAt: new Date().toISOString() };
+      return { ...normalised(spec), version: version + 1, createdAt, updatedAt: isoNow(clock) };
     });
     if (written) log.info({ dependency: spec.name, version: record.version }, "dependency updated");
     const message = written
@@ -138,7 +144,7 @@ export function createDependsApi(opts: DependsApiOptions): Hono {
         }
         // A forced delete may upgrade a graceful one in progress, never the other way round.
         if (current.deleting && (current.deleting.force || !force)) return undefined;
-        return { ...current, deleting: { force }, updatedAt: new Date().toISOString() };
+        return { ...current, deleting: { force }, updatedAt: isoNow(clock) };
       },
       force ? undefined : () => dependentsOf(store, layout, name),
     );
@@ -149,29 +155,6 @@ export function createDependsApi(opts: DependsApiOptions): Hono {
   app.all("/api/depends", notFoundHandler);
   app.all("/api/depends/*", notFoundHandler);
   return app;
-}
-
-/** The form a value has after a store round trip (no undefined members), so comparisons are fair. */
-function normalised(spec: DependencySpec): DependencySpec {
-  return JSON.parse(JSON.stringify(spec)) as DependencySpec;
-}
-
-/**
- * Placement filters must parse (a 400 names the bad entry). node== filters are returned too but
- * mean nothing for a dependency: its pods always go to the node of the instance that needs them.
- */
-function placementFilters(spec: DependencySpec): PlacementFilter[] {
-  const out: PlacementFilter[] = [];
-  const details = [];
-  for (const [i, text] of (spec.filters ?? []).entries()) {
-    try {
-      out.push(parsePlacementFilter(text));
-    } catch (e) {
-      details.push({ path: `filters[${i}]`, message: e instanceof Error ? e.message : String(e) });
-    }
-  }
-  if (details.length > 0) throw invalid("PodSpec", details);
-  return out;
 }
 
 /** Undefined when one pod fits whole on some ready node matching the filters; else why not. */

@@ -17,30 +17,21 @@ import type { Informer } from "../../runtime/informer.ts";
 import { silentLogger, type Logger } from "../../runtime/log.ts";
 import { may, requireApp, seesAllApps, type ApiAccess, type Principal } from "../auth/index.ts";
 import { whileAllowed } from "../auth/still-allowed.ts";
-import { errorHandler, notFoundHandler, parseQuery, queryBoolean, unavailable } from "../http/index.ts";
+import { errorHandler, notFoundHandler, parseQuery, queryBoolean, systemWallClock, unavailable, type WallClock } from "../http/index.ts";
 import type { KeyValueLike } from "../../runtime/listwatch.ts";
 import { compareEvents, decodeEventRecord, eventKinds, type EventRecord } from "../resources/event.ts";
 import { Name } from "../resources/podgroup.ts";
-import { parseSince } from "./log-lines.ts";
+import { sinceParam } from "./queries.ts";
 
 export const defaultEventLimit = 500;
 export const maxEventLimit = 5000;
 
-/** A duration ago (10m) or an RFC 3339 time, as ms since the epoch, read at request time. */
-const since = z.string().transform((text, ctx) => {
-  const parsed = parseSince(text, Date.now());
-  if ("error" in parsed) {
-    ctx.addIssue({ code: "custom", message: parsed.error });
-    return z.NEVER;
-  }
-  return parsed.ms;
-});
-
-export const EventsQuery = z.object({
+/** GET /api/events's parameters, `since` read from `clock`. */
+export const eventsQuery = (clock: WallClock) => z.object({
   app: Name.optional().describe("only this app's events (403 when the caller may not read it)"),
   kind: z.enum(eventKinds, { error: `must be one of ${eventKinds.join(", ")}` }).optional().describe("only events of this kind of object"),
   name: z.string().min(1, "must not be empty").max(256).optional().describe("only events of objects of this name"),
-  since: since.optional().describe("only events last seen since a duration ago (10m, 1h30m) or an RFC 3339 time"),
+  since: sinceParam(clock).optional().describe("only events last seen since a duration ago (10m, 1h30m) or an RFC 3339 time"),
   limit: z
     .string()
     .regex(/^\d{1,9}$/, "must be a whole number from 1 to 5000")
@@ -50,6 +41,7 @@ export const EventsQuery = z.object({
     .describe(`the newest N (default ${defaultEventLimit}, at most ${maxEventLimit})`),
   watch: queryBoolean.optional().describe("true: NDJSON, the matching events and then new ones as they are written, until the client disconnects"),
 });
+export const EventsQuery = eventsQuery(systemWallClock);
 export type EventsQuery = z.output<typeof EventsQuery>;
 
 /** The informer's decode: event records only (anything else is left out of the cache). */
@@ -66,6 +58,8 @@ export interface EventsApiOptions {
   access: Pick<ApiAccess, "gate">;
   /** How long a request waits for the informer's first sync before answering 503 (5 s). */
   syncWaitMs?: number;
+  /** Wall clock for `since` (default the system's). */
+  clock?: WallClock;
 }
 
 /** Events of a watch a client has not read yet, beyond which the watch is ended (a client that stopped reading). */
@@ -92,13 +86,14 @@ export function createEventsApi(opts: EventsApiOptions): Hono {
   const log = (opts.log ?? silentLogger).child({ api: "events" });
   const syncWaitMs = opts.syncWaitMs ?? 5_000;
   const { gate } = opts.access;
+  const query = eventsQuery(opts.clock ?? systemWallClock);
   const app = new Hono();
   app.onError(errorHandler(log));
   app.notFound(notFoundHandler);
 
   app.get("/api/events", async (c) => {
     const who = await gate.authenticate(c);
-    const q = parseQuery(c, EventsQuery);
+    const q = parseQuery(c, query);
     if (q.app !== undefined) requireApp(who, "read", q.app);
     if (!events.hasSynced()) {
       await events.waitForSync(c.req.raw.signal, syncWaitMs).catch(() => {

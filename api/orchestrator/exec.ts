@@ -23,7 +23,7 @@ import { maxExecArgBytes, maxExecArgs } from "../../adapters/cluster/exec.ts";
 import type { Logger } from "../../runtime/log.ts";
 import { auditObject, describe, may, requireApp, type Gate, type Principal } from "../auth/index.ts";
 import { whileAllowed } from "../auth/still-allowed.ts";
-import { ApiError, badRequest, forbidden, invalid, notFound, parseQuery, queryBoolean, queryCount, type ErrorDetail } from "../http/index.ts";
+import { ApiError, badRequest, forbidden, invalid, notFound, parseQuery, queryBoolean, queryCount, systemWallClock, type ErrorDetail, type WallClock } from "../http/index.ts";
 import { Name, type PodGroupWithSpec } from "../resources/podgroup.ts";
 import { channel, endFrame, frame, parseClientFrame, type ExecEnd } from "./exec-frames.ts";
 import type { PodGroupReader } from "./records.ts";
@@ -42,11 +42,14 @@ export interface ExecRouteOptions {
   reader: Pick<PodGroupReader, "get">;
   cluster: Cluster;
   log: Logger;
+  /** Wall clock for the sessions' durations in the log (default the system's). */
+  clock?: WallClock;
 }
 
 /** Mounts GET /api/podgroups/exec on `app` (the PodGroup API, when it has a cluster). */
 export function mountExec(app: Hono, opts: ExecRouteOptions): void {
   const { gate, reader, cluster } = opts;
+  const clock = opts.clock ?? systemWallClock;
   const log = opts.log.child({ exec: true });
   app.use(execPath, answerRefusedUpgrade);
   app.get(execPath, async (c) => {
@@ -67,7 +70,7 @@ export function mountExec(app: Hono, opts: ExecRouteOptions): void {
     }
     // A session can be quiet for hours: TCP keep-alive notices a client that vanished without closing.
     socketOf(c)?.setKeepAlive(true, 30_000);
-    const bridge = new ExecBridge(cluster, target.ref, { cmd: q.cmd, tty: q.tty === true, stdin: q.stdin === true }, log.child({ podgroup: q.name, instance: target.instance, tokenId: who.tokenId }), who);
+    const bridge = new ExecBridge(cluster, target.ref, { cmd: q.cmd, tty: q.tty === true, stdin: q.stdin === true }, log.child({ podgroup: q.name, instance: target.instance, tokenId: who.tokenId }), who, clock);
     // A session lasts: its caller's token and exec grant are checked again as they change (a
     // revoked token, a maintainer removed from the app), and the session ends when they go.
     const namespace = group.spec.namespace;
@@ -205,7 +208,7 @@ class ExecBridge {
   private pending = 0;
   private gone = false;
   private ended = false;
-  private readonly started = Date.now();
+  private readonly started: number;
 
   constructor(
     private readonly cluster: Cluster,
@@ -213,7 +216,10 @@ class ExecBridge {
     private readonly request: { cmd: string[]; tty: boolean; stdin: boolean },
     private readonly log: Logger,
     private readonly who: Principal,
-  ) {}
+    private readonly clock: WallClock,
+  ) {
+    this.started = clock.now();
+  }
 
   open(ws: WebSocket): void {
     this.ws = ws;
@@ -280,7 +286,7 @@ class ExecBridge {
   clientGone(): void {
     if (this.gone) return;
     this.gone = true;
-    if (!this.ended) this.log.info({ ms: Date.now() - this.started }, "exec: the client went away; ending the command");
+    if (!this.ended) this.log.info({ ms: this.clock.now() - this.started }, "exec: the client went away; ending the command");
     this.ended = true;
     void this.opening.then((session) => session && this.closeSession(session));
   }
@@ -305,7 +311,7 @@ class ExecBridge {
   private finish(end: ExecEnd): void {
     if (this.ended) return;
     this.ended = true;
-    this.log.info({ ...end, ms: Date.now() - this.started }, "exec ended");
+    this.log.info({ ...end, ms: this.clock.now() - this.started }, "exec ended");
     const ws = this.ws;
     if (ws !== undefined && ws.readyState === ws.OPEN) {
       ws.send(endFrame(end));

@@ -1,6 +1,6 @@
 // The nodes endpoints' query parameters and answers as zod schemas: the handlers validate with the
 // query schema, and the OpenAPI document (openapi.ts) lists both from here. Parameter names are
-// the spec's (snake_case). An empty optional parameter (`to=`) counts as absent, as clients of the
+// docs/api-reference.md's (snake_case). An empty optional parameter (`to=`) counts as absent, as clients of the
 // original system send every parameter.
 import { z } from "zod";
 import type { NodeRecord } from "../resources/node.ts";

@@ -1,4 +1,4 @@
-// The orchestrator's nodes API (platform spec C, "Node operations"; docs/nodes-and-drift.md). Thin:
+// The orchestrator's nodes API (docs/nodes-and-drift.md; docs/api-reference.md, "PATCH /api/nodes"). Thin:
 // GET answers from the node-record informer (written by the node monitor), PATCH cmd=drift writes
 // one drift task record and answers 202. It never calls Docker; the PodGroup controller carries
 // the task out.
@@ -19,7 +19,7 @@ import type { Store } from "../../adapters/store/store.ts";
 import type { Informer } from "../../runtime/informer.ts";
 import { silentLogger, type Logger } from "../../runtime/log.ts";
 import { requireAdmin, type ApiAccess } from "../auth/index.ts";
-import { badRequest, errorHandler, notFound, notFoundHandler, parseQuery, unavailable } from "../http/index.ts";
+import { badRequest, errorHandler, isoNow, notFound, notFoundHandler, parseQuery, systemWallClock, unavailable, type WallClock } from "../http/index.ts";
 import { keys } from "../resources/keys.ts";
 import type { NodeRecord } from "../resources/node.ts";
 import type { StoredPodGroup } from "../resources/podgroup.ts";
@@ -34,11 +34,14 @@ export interface NodesApiOptions {
   log?: Logger;
   /** Who may call. */
   access: Pick<ApiAccess, "gate">;
+  /** Wall clock for the drift task's createdAt (default the system's). */
+  clock?: WallClock;
 }
 
 export function createNodesApi(opts: NodesApiOptions): Hono {
   const { store, nodes, podGroups } = opts;
   const log = (opts.log ?? silentLogger).child({ api: "nodes" });
+  const clock = opts.clock ?? systemWallClock;
   const app = new Hono();
   app.onError(errorHandler(log));
   app.notFound(notFoundHandler);
@@ -83,7 +86,7 @@ export function createNodesApi(opts: NodesApiOptions): Hono {
       ...(instance !== undefined && { instance }),
       force,
       reason: "request",
-      createdAt: new Date().toISOString(),
+      createdAt: isoNow(clock),
     };
     const key = keys.task(task.id);
     const { succeeded } = await store.txn([{ key, target: "createRevision", equals: 0 }], [{ type: "put", key, value: JSON.stringify(task) }]);

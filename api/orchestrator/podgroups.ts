@@ -1,4 +1,4 @@
-// The orchestrator's PodGroup API (DESIGN.md section 6; platform spec C, "PodGroup operations").
+// The orchestrator's PodGroup API (docs/orchestrator.md; fields and answers: docs/api-reference.md).
 // A thin Hono app: parse and validate, check feasibility against the informer caches, write the
 // desired spec (or a refresh task) in one store transaction, answer. GETs answer from the informer
 // caches (PodGroupReader: read-your-own-writes on this replica, store reads when a cache is behind).
@@ -25,20 +25,22 @@
 // Input is validated completely before the store is touched, so a 400 never leaves a trace.
 import { isDeepStrictEqual } from "node:util";
 import { Hono, type Context } from "hono";
-import { parsePlacementFilter, type Cluster, type PlacementFilter } from "../../adapters/cluster/index.ts";
+import type { z } from "zod";
+import type { Cluster, PlacementFilter } from "../../adapters/cluster/index.ts";
 import type { Store } from "../../adapters/store/store.ts";
 import type { Informer } from "../../runtime/informer.ts";
 import { auditObject, may, requireApp, requireHostAccess, requireOwnDependencies, requireOwnName, seesAllApps, type ApiAccess, type Principal } from "../auth/index.ts";
 import { silentLogger, type Logger } from "../../runtime/log.ts";
-import { accepted, errorHandler, invalid, notAllowed, notFound, notFoundHandler, parseQuery, readJsonBody } from "../http/index.ts";
+import { accepted, errorHandler, invalid, isoNow, notAllowed, notFound, notFoundHandler, parseQuery, readJsonBody, systemWallClock, type WallClock } from "../http/index.ts";
 import type { NodeRecord } from "../resources/node.ts";
 import { PodGroupSpecInput, PodSpecInput, type PodGroupSpec, type PodSpec, type StoredPodGroup } from "../resources/podgroup.ts";
 import { DemandIndex } from "./demand.ts";
 import { checkFeasibility, type GroupShape } from "./feasibility.ts";
 import { openApiDocument } from "./openapi.ts";
+import { normalised, placementFilters } from "./pod-input.ts";
 import { mountExec } from "./exec.ts";
 import { logsResponse, logTargets, previousTargets } from "./logs.ts";
-import { DeleteQuery, GetQuery, HistoryQuery, LogsQuery, PatchQuery, ReplicaQuery, RestartQuery } from "./queries.ts";
+import { DeleteQuery, GetQuery, HistoryQuery, logsQuery, PatchQuery, ReplicaQuery, RestartQuery } from "./queries.ts";
 import type { CachedStatus } from "./informers.ts";
 import { readHistory } from "./history.ts";
 import { createPodGroup, getPodGroup, PodGroupReader, requestRefresh, updatePodGroup } from "./records.ts";
@@ -55,6 +57,8 @@ export interface PodGroupApiOptions {
   access: ApiAccess;
   /** The engines, for GET /api/podgroups/logs (without it, that path is not served). */
   cluster?: Cluster;
+  /** Wall clock for the records' times and the logs' `since` (default the system's). */
+  clock?: WallClock;
 }
 
 const checkUrlOf = (name: string) => `/api/podgroups?name=${encodeURIComponent(name)}`;
@@ -65,6 +69,9 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
   const demand = new DemandIndex(opts.podGroups);
   const reader = new PodGroupReader(store, opts.podGroups, opts.podGroupStatuses);
   const { gate, hostAccess } = opts.access;
+  const clock = opts.clock ?? systemWallClock;
+  const now = () => isoNow(clock);
+  const LogsQuery = logsQuery(clock);
   const app = new Hono();
   app.onError(errorHandler(log));
   app.notFound(notFoundHandler);
@@ -86,16 +93,22 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
     return c.json(seesAllApps(who) ? all : all.filter((g) => may(who, "read", g.spec.namespace)));
   });
 
-  app.get("/api/podgroups", async (c) => {
+  /** Authenticate, read the query, find the group (404) and check read on its app: a GET of one group. */
+  const readGroup = async <S extends z.ZodObject>(c: Context, query: S) => {
     const who = await gate.authenticate(c);
-    const q = parseQuery(c, GetQuery);
+    const q = parseQuery(c, query) as z.output<S> & { name: string };
     const group = await reader.get(q.name);
     if (group === null) throw notFound(`podgroup ${q.name} not found`);
     requireApp(who, "read", group.spec.namespace);
+    return { who, q, group };
+  };
+
+  app.get("/api/podgroups", async (c) => {
+    const { who, q, group } = await readGroup(c, GetQuery);
     if (q.force_update) {
       auditObject(c.req.raw, `podgroup/${q.name}`);
       requireApp(who, "write", group.spec.namespace);
-      const task = await requestRefresh(store, q.name, new Date());
+      const task = await requestRefresh(store, q.name, new Date(clock.now()));
       log.info({ podgroup: q.name, task: task.id }, "refresh requested");
     }
     return c.json(group);
@@ -106,11 +119,7 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
     // Reading logs is reading the group: whoever may GET it may read its containers' output
     // (docs/security.md, "Roles").
     app.get("/api/podgroups/logs", async (c) => {
-      const who = await gate.authenticate(c);
-      const q = parseQuery(c, LogsQuery);
-      const group = await reader.get(q.name);
-      if (group === null) throw notFound(`podgroup ${q.name} not found`);
-      requireApp(who, "read", group.spec.namespace);
+      const { q, group } = await readGroup(c, LogsQuery);
       if (q.previous === true && q.instance === undefined) {
         throw invalid("query parameters", [{ path: "previous", message: "needs instance: previous containers are read one instance at a time" }]);
       }
@@ -121,7 +130,7 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
       return logsResponse(c, group, targets, q, { cluster, log, stillAllowed });
     });
     // A command in an instance's container, over a WebSocket (exec.ts): "exec" on the group's app.
-    mountExec(app, { gate, reader, cluster, log });
+    mountExec(app, { gate, reader, cluster, log, clock });
   }
 
   // The pod spec's stored versions, newest first (history.ts): reading them is reading the group.
@@ -140,7 +149,7 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
     const filters = placementFilters(spec.pod, "pod.filters");
     auditObject(c.req.raw, `podgroup/${spec.name}`);
     mayWrite(who, spec.name, spec.namespace, spec.pod, "pod.");
-    const group = storedForm(spec, new Date().toISOString());
+    const group = storedForm(spec, now());
     admit("create", undefined, group, filters);
     reader.wrote(group.name, await createPodGroup(store, group));
     // debug: the audit line of this POST already records the create (pino writes synchronously).
@@ -153,7 +162,7 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
     const { name } = parseQuery(c, DeleteQuery);
     const { written, revision } = await updatePodGroup(store, name, (current) => {
       requireApp(who, "write", current.namespace);
-      return current.deleting ? undefined : { ...current, deleting: true, updatedAt: new Date().toISOString() };
+      return current.deleting ? undefined : { ...current, deleting: true, updatedAt: now() };
     });
     reader.wrote(name, revision);
     if (written) log.info({ podgroup: name }, "podgroup deletion requested");
@@ -167,7 +176,7 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
     const who = await gate.authenticate(c);
     const { name } = parseQuery(c, RestartQuery);
     auditObject(c.req.raw, `podgroup/${name}`);
-    const at = new Date().toISOString();
+    const at = now();
     const { record, revision } = await updatePodGroup(store, name, (current) => {
       requireApp(who, "write", current.namespace);
       if (current.deleting) throw notFound(`podgroup ${name} is being deleted`);
@@ -192,7 +201,7 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
       if (current.deleting) throw notFound(`podgroup ${q.name} is being deleted`);
       const restartPolicy = q.restart_policy ?? current.restartPolicy;
       if (current.numInstances === q.num_instances && current.restartPolicy === restartPolicy) return undefined;
-      const next = { ...current, numInstances: q.num_instances, restartPolicy, updatedAt: new Date().toISOString() };
+      const next = { ...current, numInstances: q.num_instances, restartPolicy, updatedAt: now() };
       admit("scale", current, next, placementFilters(current.pod, "pod.filters"));
       return next;
     });
@@ -216,7 +225,7 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
       const candidate = normalised({ ...pod, name: pod.name ?? current.name, version: current.pod.version });
       // The same spec again (a re-applied file) is not a change: no new version, no rollout.
       if (isDeepStrictEqual(candidate, current.pod)) return undefined;
-      const next = { ...current, pod: { ...candidate, version: current.pod.version + 1 }, updatedAt: new Date().toISOString() };
+      const next = { ...current, pod: { ...candidate, version: current.pod.version + 1 }, updatedAt: now() };
       admit("update", current, next, filters);
       return next;
     });
@@ -271,24 +280,4 @@ function storedForm(spec: PodGroupSpec, now: string): StoredPodGroup {
   // The top-level `version` is server-managed and not kept: pod.version is the one spec version.
   const { version: _ignored, ...rest } = spec;
   return { ...rest, pod: normalised({ ...spec.pod, name: spec.pod.name ?? spec.name, version: 1 }), createdAt: now, updatedAt: now };
-}
-
-/** The form a pod has after a store round trip (no undefined members), so comparisons are fair. */
-function normalised<P extends PodSpec>(pod: P): P {
-  return JSON.parse(JSON.stringify(pod)) as P;
-}
-
-/** Placement filters must parse (`node==x`, `label:k!=v`, ...); a 400 names the bad entry. */
-function placementFilters(pod: Pick<PodSpec, "filters">, path: string): PlacementFilter[] {
-  const out: PlacementFilter[] = [];
-  const details = [];
-  for (const [i, text] of (pod.filters ?? []).entries()) {
-    try {
-      out.push(parsePlacementFilter(text));
-    } catch (e) {
-      details.push({ path: `${path}[${i}]`, message: e instanceof Error ? e.message : String(e) });
-    }
-  }
-  if (details.length > 0) throw invalid(path.startsWith("pod.") ? "PodGroupSpec" : "PodSpec", details);
-  return out;
 }

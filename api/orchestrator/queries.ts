@@ -1,7 +1,8 @@
 // Query parameters of the PodGroup endpoints, as zod schemas: the handlers validate with them and
-// the OpenAPI document lists them from them. Names are the spec's (snake_case).
+// the OpenAPI document lists them from them. Names are docs/api-reference.md's (snake_case). `since`
+// is the logs' and the events' alike.
 import { z } from "zod";
-import { queryBoolean, queryCount } from "../http/index.ts";
+import { queryBoolean, queryCount, systemWallClock, type WallClock } from "../http/index.ts";
 import { Name, PodGroupSpec, restartPolicies, type RestartPolicy } from "../resources/podgroup.ts";
 import { parseSince } from "./log-lines.ts";
 
@@ -38,24 +39,32 @@ export const ReplicaQuery = PatchQuery.extend({
 /** The most lines `tail` asks for per container (the engine reads a log backwards for them). */
 export const maxLogTail = 1_000_000;
 
-/** A duration ago (10m) or an RFC 3339 time, as milliseconds since the epoch, read at request time. */
-const sinceParam = z.string().transform((text, ctx) => {
-  const since = parseSince(text, Date.now());
-  if ("error" in since) {
-    ctx.addIssue({ code: "custom", message: since.error });
-    return z.NEVER;
-  }
-  return since.ms;
-});
+/**
+ * A duration ago (10m) or an RFC 3339 time, as milliseconds since the epoch, read at request time
+ * from `clock` (the logs' and the events' `since`).
+ */
+export function sinceParam(clock: WallClock) {
+  return z.string().transform((text, ctx) => {
+    const since = parseSince(text, clock.now());
+    if ("error" in since) {
+      ctx.addIssue({ code: "custom", message: since.error });
+      return z.NEVER;
+    }
+    return since.ms;
+  });
+}
 
-export const LogsQuery = z.object({
+/** GET /api/podgroups/logs's parameters, `since` read from `clock`. */
+export const logsQuery = (clock: WallClock) => z.object({
   name: Name.describe("PodGroup name"),
   instance: queryCount(maxInstances).optional().describe("one instance (its instanceNo); absent: every instance, merged"),
   follow: queryBoolean.optional().describe("true: keep streaming new lines until the client disconnects (or the containers stop)"),
   tail: queryCount(maxLogTail).optional().describe("only the last N lines of each container; absent: all"),
-  since: sinceParam.optional().describe("only lines since a duration ago (10m, 1h30m) or since an RFC 3339 time (2026-11-23T01:00:00Z)"),
+  since: sinceParam(clock).optional().describe("only lines since a duration ago (10m, 1h30m) or since an RFC 3339 time (2026-11-23T01:00:00Z)"),
   timestamps: queryBoolean.optional().describe("true: show each line's time (RFC 3339, UTC, nanoseconds)"),
   previous: queryBoolean
     .optional()
     .describe("true: the instance's previous containers (the run before the current one: restarted in place, or replaced by a rollout); needs instance; follow is ignored"),
 });
+
+export const LogsQuery = logsQuery(systemWallClock);

@@ -1,6 +1,6 @@
-// The API's reads and writes of PodGroup records. Each write is one store transaction: create-only
-// for a new group, compare-and-swap on the key's modRevision for a change, so concurrent requests
-// on any replica never overwrite each other (a lost race re-reads and re-applies the change).
+// The API's reads and writes of PodGroup records. Each write is one store transaction, create-only
+// or compare-and-swap (versioned-writes.ts), so concurrent requests on any replica never overwrite
+// each other.
 // GETs are answered from the informer caches by PodGroupReader, with the consistency rules
 // written there (and in docs/orchestrator.md, "Reads").
 import { randomUUID } from "node:crypto";
@@ -11,19 +11,17 @@ import { ReadYourWrites } from "../../runtime/read-your-writes.ts";
 import { keys } from "../resources/keys.ts";
 import type { PodGroupWithSpec, StoredPodGroup } from "../resources/podgroup.ts";
 import type { RefreshTask } from "../resources/task.ts";
-import { notAllowed, notFound, unavailable } from "../http/index.ts";
+import { notAllowed } from "../http/index.ts";
 import { historyOps } from "./history.ts";
 import { parseStatusValue, type CachedStatus } from "./informers.ts";
+import { compareAndSwap, createOnly, readVersioned, noExtras, type RecordKind, type TxnExtras, type Updated, type Versioned } from "./versioned-writes.ts";
 
-export interface Versioned<T> {
-  record: T;
-  modRevision: number;
-}
+export type { Versioned } from "./versioned-writes.ts";
+
+const podGroupKind: RecordKind = { kind: "podgroup", changeWith: "PATCH" };
 
 export async function getPodGroup(store: Store, name: string): Promise<Versioned<StoredPodGroup> | null> {
-  const kv = await store.get(keys.podGroup(name));
-  if (kv === null) return null;
-  return { record: JSON.parse(kv.value) as StoredPodGroup, modRevision: kv.modRevision };
+  return readVersioned<StoredPodGroup>(store, keys.podGroup(name));
 }
 
 /**
@@ -31,56 +29,29 @@ export async function getPodGroup(store: Store, name: string): Promise<Versioned
  * revision. A 409 AlreadyExists when the name is taken (or still being deleted).
  */
 export async function createPodGroup(store: Store, group: StoredPodGroup, maxAttempts = 64): Promise<number> {
-  const key = keys.podGroup(group.name);
-  for (let attempt = 0; attempt < maxAttempts; attempt++) {
+  return createOnly(store, keys.podGroup(group.name), group.name, group, podGroupKind, async () => {
     const guard = await dependencyGuard(store, group);
-    const { succeeded, revision } = await store.txn(
-      [{ key, target: "createRevision", equals: 0 }, ...guard.compares],
-      [{ type: "put", key, value: JSON.stringify(group) }, ...guard.puts, ...historyOps(undefined, group)],
-    );
-    if (succeeded) return revision;
-    // Lost to a change of a listed dependency (a DELETE in flight): read it again.
-    if ((await store.get(key)) === null) continue;
-    break;
-  }
-  const existing = await getPodGroup(store, group.name);
-  if (existing?.record.deleting) {
-    throw notAllowed("AlreadyExists", `podgroup ${group.name} is being deleted; create it again once GET answers 404`);
-  }
-  throw notAllowed("AlreadyExists", `podgroup ${group.name} already exists; change it with PATCH`);
+    return { compares: guard.compares, ops: [...guard.ops, ...historyOps(undefined, group)] };
+  }, maxAttempts);
 }
 
 /**
- * Apply `change` to the stored group with compare-and-swap, re-reading and re-applying it after a
- * lost race. `change` returns the new record, or undefined when there is nothing to write; it may
- * throw an ApiError (e.g. 409 InsufficientResources), which ends the update unwritten. A missing
- * group is a 404. Each round that loses a race means another writer won, so with N concurrent
- * writers N rounds always suffice; the bound only stops a pathological livelock. `revision` is the
- * write's revision, or when nothing was written the modRevision of the record `change` saw.
+ * Apply `change` to the stored group with compare-and-swap (versioned-writes.ts compareAndSwap:
+ * re-read and re-applied after a lost race, 404 for a missing group, an ApiError from `change`
+ * ends it unwritten). Every write also touches the group's dependencies (dependencyGuard) unless
+ * it marks the group deleted, and records a new pod version in the spec history.
  */
 export async function updatePodGroup(
   store: Store,
   name: string,
   change: (current: StoredPodGroup) => StoredPodGroup | undefined,
   maxAttempts = 64,
-): Promise<{ written: boolean; record: StoredPodGroup; revision: number }> {
-  const key = keys.podGroup(name);
-  for (let attempt = 0; attempt < maxAttempts; attempt++) {
-    const current = await getPodGroup(store, name);
-    if (current === null) throw notFound(`podgroup ${name} not found`);
-    const next = change(current.record);
-    if (next === undefined) return { written: false, record: current.record, revision: current.modRevision };
-    const guard = next.deleting ? noGuard : await dependencyGuard(store, next);
-    const { succeeded, revision } = await store.txn(
-      [{ key, target: "modRevision", equals: current.modRevision }, ...guard.compares],
-      [{ type: "put", key, value: JSON.stringify(next) }, ...guard.puts, ...historyOps(current.record, next)],
-    );
-    if (succeeded) return { written: true, record: next, revision };
-  }
-  throw unavailable(`podgroup ${name} is being changed by too many concurrent requests; retry`);
+): Promise<Updated<StoredPodGroup>> {
+  return compareAndSwap(store, keys.podGroup(name), name, podGroupKind, change, async (current, next) => {
+    const guard = next.deleting ? noExtras : await dependencyGuard(store, next);
+    return { compares: guard.compares, ops: [...guard.ops, ...historyOps(current, next)] };
+  }, maxAttempts);
 }
-
-const noGuard: { compares: Compare[]; puts: Op[] } = { compares: [], puts: [] };
 
 /**
  * Writing a group that lists dependencies touches each of them in the same transaction (the same
@@ -89,11 +60,11 @@ const noGuard: { compares: Compare[]; puts: Op[] } = { compares: [], puts: [] };
  * re-reads (docs/dependencies.md, "Deleting"). A dependency being deleted cannot be listed anew:
  * 409, as its pods are going.
  */
-async function dependencyGuard(store: Store, group: StoredPodGroup): Promise<{ compares: Compare[]; puts: Op[] }> {
+async function dependencyGuard(store: Store, group: StoredPodGroup): Promise<TxnExtras> {
   const names = [...new Set((group.pod?.dependencies ?? []).map((d) => d.podName))];
-  if (names.length === 0) return noGuard;
+  if (names.length === 0) return noExtras;
   const compares: Compare[] = [];
-  const puts: Op[] = [];
+  const ops: Op[] = [];
   for (const name of names) {
     const depKey = `${keys.depends}${name}`;
     const kv = await store.get(depKey);
@@ -102,9 +73,9 @@ async function dependencyGuard(store: Store, group: StoredPodGroup): Promise<{ c
       throw notAllowed("DependencyDeleting", `dependency ${name} is being deleted; create it again (or list another) before podgroup ${group.name} uses it`);
     }
     compares.push({ key: depKey, target: "modRevision", equals: kv.modRevision });
-    puts.push({ type: "put", key: depKey, value: kv.value });
+    ops.push({ type: "put", key: depKey, value: kv.value });
   }
-  return { compares, puts };
+  return { compares, ops };
 }
 
 /** GET's answer: the spec with the controller's status, or a pending status before it has one. */

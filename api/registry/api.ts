@@ -39,7 +39,8 @@ import { parsePage, type Page } from "./pagination.ts";
 import { listReferrers } from "./referrers.ts";
 import { listTags, maxTagsPerPage } from "./tags.ts";
 import { checkDeclaredLength, parseContentRange, readBodyUpTo, requestBody } from "./transfer.ts";
-import { rangeOf, uploadLocation, Uploads, type WallClock } from "./uploads.ts";
+import { rangeOf, uploadLocation, Uploads } from "./uploads.ts";
+import { systemWallClock, type WallClock } from "../http/clock.ts";
 
 export interface RegistryApiOptions {
   driver: StorageDriver;
@@ -94,7 +95,7 @@ export function createRegistryApi(opts: RegistryApiOptions): Hono {
   const journal = opts.journal ?? noJournal;
   const links = new Links(driver);
   const blobs = new Blobs(driver, links, journal);
-  const uploads = new Uploads(driver, blobs, links, opts.clock ?? { now: () => Date.now() }, journal);
+  const uploads = new Uploads(driver, blobs, links, opts.clock ?? systemWallClock, journal);
   const manifests = new ManifestStore(links, blobs, journal);
 
   const app = new Hono();
@@ -333,7 +334,8 @@ export function createRegistryApi(opts: RegistryApiOptions): Hono {
       log.info({ repository: name, from: fromName, digest: mountDigest.value }, "blob mounted");
       return blobCreated(c, name, mountDigest);
     }
-    // Without `from` (or when it lacks the blob) a mount is a plain upload session, as the spec allows.
+    // Without `from` (or when it lacks the blob) a mount is a plain upload session, as the OCI
+    // distribution spec allows (docs/registry.md, "Uploads").
 
     const rawDigest = c.req.query("digest");
     const digest = rawDigest === undefined ? undefined : checkDigest(rawDigest);

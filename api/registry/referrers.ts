@@ -4,8 +4,9 @@
 // distribution has no referrers API, so the index is ours: a manifest PUT with a subject writes
 // `_referrers/<subject alg>/<subject hex>/<alg>/<hex>/link` (links.ts), its DELETE removes it. The
 // descriptors are built from the referring manifests at read time, so they always match the stored
-// bytes. A subject nobody refers to, or an unknown repository, answers an empty index (the spec
-// forbids a 404 here: clients would fall back to the tag schema).
+// bytes. A subject nobody refers to, or an unknown repository, answers an empty index (the OCI
+// distribution spec forbids a 404 here: clients would fall back to the tag schema; docs/registry.md,
+// "Referrers").
 import type { Links } from "./links.ts";
 import type { ManifestStore } from "./manifest-store.ts";
 import { mediaTypes, parseManifest } from "./manifests.ts";

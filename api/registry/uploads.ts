@@ -25,16 +25,12 @@ import { noJournal, type GcJournal } from "./gc-journal.ts";
 import type { Links } from "./links.ts";
 import type { Digest, DigestAlgorithm } from "./names.ts";
 import * as paths from "./paths.ts";
+import type { WallClock } from "../http/clock.ts";
 
 /** A `Content-Range: <start>-<end>` of a chunk (inclusive). */
 export interface ChunkRange {
   start: number;
   end: number;
-}
-
-export interface WallClock {
-  /** Milliseconds since the Unix epoch. */
-  now(): number;
 }
 
 interface RunningHash {

@@ -1,4 +1,4 @@
-// Dependencies (platform spec C, "Dependency"; DESIGN.md section 6): a pod that must run on the
+// Dependencies (docs/dependencies.md): a pod that must run on the
 // same node as the PodGroup instances that list it in pod.dependencies. The API stores the
 // definition only; the Dependency controller deploys one pod per (node, scope) on demand, where
 // scope is the group's namespace for policy "namespace" and "" (shared by every namespace on the

@@ -1,6 +1,6 @@
 // Input normalisation shared by every resource schema.
 //
-// Keys are matched case-insensitively (DESIGN.md section 6), so bodies written for the original
+// Keys are matched case-insensitively (docs/orchestrator.md, "The PodGroup body"), so bodies written for the original
 // system (`NumInstances`, `RestartPolicy`) parse too: before validation every object's keys are
 // renamed to the schema's canonical camelCase spelling. A key that matches nothing is left as is,
 // and the strict schema then rejects it by name. Two keys that fold to the same name (`name` and

@@ -1,4 +1,4 @@
-// The orchestrator's resources (DESIGN.md section 6): ContainerSpec, PodSpec, PodGroupSpec as the
+// The orchestrator's resources (docs/orchestrator.md, "The PodGroup body"): ContainerSpec, PodSpec, PodGroupSpec as the
 // API accepts them, and PodGroupStatus as the PodGroup controller records it. The API and the
 // controller both import from here; the schemas are the single definition (the OpenAPI document
 // is generated from them).

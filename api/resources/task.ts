@@ -1,4 +1,4 @@
-// Tasks: imperative requests that are not desired state (DESIGN.md section 3). The API writes one
+// Tasks: imperative requests that are not desired state (docs/nodes-and-drift.md). The API writes one
 // record under tasks/<id>; the controller that owns its kind acts on it and deletes it when done, so
 // a task survives an orchestrator restart and is carried out exactly once to completion.
 export interface RefreshTask {

@@ -1,4 +1,4 @@
-// The secrets service's HTTP API (platform spec B, issue 5).
+// The secrets service's HTTP API (docs/secrets.md, "Endpoints").
 //
 //   PUT    /v2/secrets?app=&proc=&path=   body: record JSON or raw content   200 {app, proc, path}
 //   GET    /v2/secrets?app=[&proc=][&path=]                                  200 [{path, content, owner, group, mode, proc}]
@@ -22,13 +22,13 @@ import type { Store } from "../../adapters/store/store.ts";
 import type { Informer } from "../../runtime/informer.ts";
 import { silentLogger, type Logger } from "../../runtime/log.ts";
 import { requireAdmin, requireApp, tokenHeader, type Gate, type Principal } from "../auth/index.ts";
-import { authErrorHandler, authNotFoundHandler, unauthorized } from "../console/errors.ts";
-import { badRequest, notFound, readJsonBody } from "../http/index.ts";
+import { authErrorHandler, authNotFoundHandler } from "../console/errors.ts";
+import { notFound, readJsonBody } from "../http/index.ts";
 import { parseAddressQuery, parseGetQuery, readBodyText, recordFromBody } from "./params.ts";
 import { SecretCache } from "./cache.ts";
 import { SecretIntegrityError } from "./read.ts";
 import { secretKey } from "./record.ts";
-import { SealedError, Vault, VaultStateError } from "./vault.ts";
+import { SealedError, Vault } from "./vault.ts";
 
 export interface SecretsServiceOptions {
   store: Store;
@@ -68,19 +68,12 @@ export function createSecretsService(opts: SecretsServiceOptions): SecretsServic
   // write falls with the number in flight, and each PUT still answers only once its record is durable.
   const writes = new PutBatcher(store);
   const app = new Hono();
-  const shared = authErrorHandler(log);
+  // SealedError, SecretIntegrityError and VaultStateError are ApiErrors: the shared handler answers
+  // them (docs/secrets.md has the answers).
+  const answer = authErrorHandler(log);
   app.onError((err, c) => {
-    if (err instanceof SealedError) return c.json({ error: "sealed", code: "Unavailable", message: "sealed" }, 503);
-    if (err instanceof SecretIntegrityError) {
-      log.error({ app: err.app, proc: err.proc, path: err.path }, "secret does not decrypt at its address");
-      return c.json({ error: err.message, code: "InternalError", message: err.message }, 500);
-    }
-    if (err instanceof VaultStateError) {
-      if (err.status === 400) return shared(badRequest(err.message, [{ path: err.field, message: err.message }]), c);
-      if (err.status === 401) return shared(unauthorized(err.message), c);
-      return c.json({ error: err.message, code: "NotAllowed", message: err.message }, 409);
-    }
-    return shared(err, c);
+    if (err instanceof SecretIntegrityError) log.error({ app: err.app, proc: err.proc, path: err.path }, "secret does not decrypt at its address");
+    return answer(err, c);
   });
   app.notFound(authNotFoundHandler);
 
@@ -102,8 +95,8 @@ export function createSecretsService(opts: SecretsServiceOptions): SecretsServic
     const record = recordFromBody(await readBodyText(c));
     await authorize(who, q.app, true);
     cache.wrote(q.app, await writes.put(secretKey(q.app, q.proc, q.path), vault.encrypt(q.app, q.proc, q.path, record)));
-    // Debug, not info: one synchronous log write was 3 % of a PUT's CPU, and the spec asks for no
-    // access log. Deletes (rare, destructive) stay at info.
+    // Debug, not info: one synchronous log write was 3 % of a PUT's CPU (docs/secrets.md, "Crypto
+    // design", the logs). Deletes (rare, destructive) stay at info.
     log.debug({ app: q.app, proc: q.proc, op: "put" }, "secret written");
     return c.json({ app: q.app, proc: q.proc, path: q.path });
   });

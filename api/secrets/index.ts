@@ -1,4 +1,4 @@
-// The secrets service (issue 5). Server assembly: createSecretsService gives the Hono app and the
+// The secrets service (docs/secrets.md). Server assembly: createSecretsService gives the Hono app and the
 // Vault (seal state); the Secret-sync controller in the same process reads records through
 // readSecrets and starts/stops on vault.onUnseal/onSeal.
 export { createSecretsService, type SecretsService, type SecretsServiceOptions } from "./api.ts";

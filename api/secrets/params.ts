@@ -72,7 +72,7 @@ const RecordBody = z.strictObject({
 });
 
 /**
- * The record a PUT body writes (spec B rule 1). A JSON object with a string `content` is the
+ * The record a PUT body writes (docs/secrets.md, "Input rules"). A JSON object with a string `content` is the
  * record form, and its other fields are checked strictly (unknown fields and wrong types are a
  * 400, so a typo like "onwer" is not silently dropped). Any other body, JSON or not, is stored
  * whole as the content with the defaults owner root, group root, mode 400.

@@ -3,6 +3,7 @@
 // the store directly instead of calling itself over HTTP); GET /v2/secrets reads its SecretCache
 // (cache.ts), which falls back to these when the cache is behind or has no record.
 import type { Store } from "../../adapters/store/store.ts";
+import { ApiError } from "../http/index.ts";
 import { DecryptError } from "./crypto.ts";
 import { appSecretsPrefix, parseSecretKey, procSecretsPrefix, secretKey, type SecretRecord } from "./record.ts";
 import type { Vault } from "./vault.ts";
@@ -19,16 +20,17 @@ export interface SecretEntry extends SecretRecord {
 /**
  * A stored value that does not decrypt under its own address: tampering, or a value copied from
  * another key. Reading fails as a whole rather than skipping the record, so a consumer never
- * mistakes a damaged secret for a missing one.
+ * mistakes a damaged secret for a missing one. The secrets API answers it as a 500 whose message
+ * says which secret and what to do.
  */
-export class SecretIntegrityError extends Error {
-  override readonly name = "SecretIntegrityError";
+export class SecretIntegrityError extends ApiError {
+  override readonly name: string = "SecretIntegrityError";
   constructor(
     readonly app: string,
     readonly proc: string,
     readonly path: string,
   ) {
-    super(`secret ${path} of ${proc} does not decrypt at its address (tampered or moved); write it again`);
+    super(500, { code: "InternalError", message: `secret ${path} of ${proc} does not decrypt at its address (tampered or moved); write it again` });
   }
 }
 

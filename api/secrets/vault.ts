@@ -11,26 +11,34 @@ import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { combine, split } from "shamir-secret-sharing";
 import type { Store } from "../../adapters/store/store.ts";
 import { silentLogger, type Logger } from "../../runtime/log.ts";
+import { ApiError, type ErrorBody } from "../http/index.ts";
 import { decrypt, DecryptError, encrypt, masterKeyBytes } from "./crypto.ts";
 import { aadOf, decodePlaintext, encodePlaintext, sysKeys, type SecretRecord } from "./record.ts";
 
-export class SealedError extends Error {
-  override readonly name = "SealedError";
+/** A call that needs the master key while the service is sealed: 503 {code: "Unavailable", message: "sealed"}. */
+export class SealedError extends ApiError {
+  override readonly name: string = "SealedError";
   constructor() {
-    super("sealed");
+    super(503, { code: "Unavailable", message: "sealed" });
   }
 }
 
-/** An init/unseal/seal call that does not fit the current state or input; `status` says how to answer. */
-export class VaultStateError extends Error {
-  override readonly name = "VaultStateError";
-  constructor(
-    readonly status: 400 | 401 | 409,
-    readonly field: string,
-    message: string,
-  ) {
-    super(message);
+/**
+ * An init/unseal/seal call that does not fit the current state or input: a 400 naming `field`, a
+ * 401 (no valid root token), or a 409 NotAllowed (without a reason) for the wrong state.
+ */
+export class VaultStateError extends ApiError {
+  override readonly name: string = "VaultStateError";
+  declare readonly status: 400 | 401 | 409;
+  constructor(status: 400 | 401 | 409, field: string, message: string) {
+    super(status, vaultStateBody(status, field, message), { field });
   }
+}
+
+function vaultStateBody(status: 400 | 401 | 409, field: string, message: string): ErrorBody {
+  if (status === 400) return { code: "BadRequest", message, details: [{ path: field, message }] };
+  if (status === 401) return { code: "Unauthorized", message };
+  return { code: "NotAllowed", message };
 }
 
 export interface SealConfig {

@@ -17,7 +17,7 @@ import { readInternal } from "./stored.ts";
 
 type Spec = Pick<StoredDependency, "name" | "namespace" | "version" | "deleting">;
 
-const slotOf = (p: Pick<DependencyPodStatus, "node" | "namespace">) => `${p.node}|${p.namespace}`;
+const slotOf = (pod: Pick<DependencyPodStatus, "node" | "namespace">) => `${pod.node}|${pod.namespace}`;
 const podName = (node: string, scope: string) => `pod on ${node}${scope !== "" ? ` for ${scope}` : ""}`;
 
 export class DependencyEvents {
@@ -26,7 +26,7 @@ export class DependencyEvents {
   /** After a status write of dependency `name`: record what it says happened. Never throws. */
   statusWritten(name: string, spec: Spec | undefined, prev: DependencyStatus | undefined, next: DependencyStatus): void {
     try {
-      for (const e of dependencyEvents(name, spec, prev, next)) this.sink.record(e);
+      for (const event of dependencyEvents(name, spec, prev, next)) this.sink.record(event);
     } catch {
       // Events are a report: a surprise here must not fail the pass that wrote the status.
     }
@@ -41,8 +41,8 @@ export function dependencyEvents(name: string, spec: Spec | undefined, prev: Dep
     out.push({ ...base, ...(node !== undefined && { node }), type: eventTypeOf(reason), reason, message });
   const before = readInternal(prev);
   const after = readInternal(next);
-  const prevPods = new Map((prev?.pods ?? []).map((p) => [slotOf(p), p]));
-  const nextPods = new Map(next.pods.map((p) => [slotOf(p), p]));
+  const prevPods = new Map((prev?.pods ?? []).map((pod) => [slotOf(pod), pod]));
+  const nextPods = new Map(next.pods.map((pod) => [slotOf(pod), pod]));
 
   if (after.rollout && after.rollout.toVersion !== before.rollout?.toVersion) {
     add("DeployStarted", `upgrading its pods to version ${after.rollout.toVersion}, one at a time`);

@@ -16,7 +16,7 @@
 // `labelKeys.dependency` is used to label containers, to filter the container cache's
 // subscription and relists, to index it, and to sweep the engines: the original system labelled
 // its dependency containers differently from what its refresh looked them up by, found none, and
-// redeployed them forever (original-system.md 1.9, 5.8).
+// redeployed them forever (docs/dependencies.md, "What runs where").
 //
 // A container that carries io.capstan.dependency but not io.capstan.format=2 is of an older data
 // format: its version comes from its label or name, its scope from its namespace label; the
@@ -40,13 +40,13 @@ export interface Slot {
 }
 
 /** Map key of a slot; "|" appears in neither node nor namespace names. */
-export function slotKey(s: Slot): string {
-  return `${s.node}|${s.scope}`;
+export function slotKey(slot: Slot): string {
+  return `${slot.node}|${slot.scope}`;
 }
 
 export function parseSlotKey(key: string): Slot {
-  const i = key.indexOf("|");
-  return { node: key.slice(0, i), scope: key.slice(i + 1) };
+  const bar = key.indexOf("|");
+  return { node: key.slice(0, bar), scope: key.slice(bar + 1) };
 }
 
 export interface DependencyContainerRef extends Slot {
@@ -56,9 +56,9 @@ export interface DependencyContainerRef extends Slot {
   index: number;
 }
 
-export function containerName(r: DependencyContainerRef): string {
-  const scope = r.scope === "" ? "" : `-N${r.scope}`;
-  return `${r.dependency}.v${r.version}-${r.node}${scope}${r.index > 0 ? `-C${r.index}` : ""}`;
+export function containerName(ref: DependencyContainerRef): string {
+  const scope = ref.scope === "" ? "" : `-N${ref.scope}`;
+  return `${ref.dependency}.v${ref.version}-${ref.node}${scope}${ref.index > 0 ? `-C${ref.index}` : ""}`;
 }
 
 /**
@@ -70,13 +70,13 @@ export function volumeOwner(dependency: string, scope: string, index: number): s
   return `${dependency}${scope ? `.N${scope}` : ""}${index > 0 ? `.C${index}` : ""}`;
 }
 
-export function containerLabels(r: DependencyContainerRef): Record<string, string> {
+export function containerLabels(ref: DependencyContainerRef): Record<string, string> {
   return {
-    [labelKeys.dependency]: r.dependency,
-    [labelKeys.namespace]: r.scope,
-    [labelKeys.node]: r.node,
-    [labelKeys.version]: String(r.version),
-    [labelKeys.containerIndex]: String(r.index),
+    [labelKeys.dependency]: ref.dependency,
+    [labelKeys.namespace]: ref.scope,
+    [labelKeys.node]: ref.node,
+    [labelKeys.version]: String(ref.version),
+    [labelKeys.containerIndex]: String(ref.index),
     [labelKeys.format]: currentFormat,
   };
 }
@@ -100,14 +100,14 @@ function count(text: string | undefined): number | undefined {
  * only be wrong).
  */
 export function identify(
-  c: { node: string; name: string; labels: Readonly<Record<string, string>> },
+  container: { node: string; name: string; labels: Readonly<Record<string, string>> },
   dependency: string,
 ): DependencyIdentity | undefined {
-  const l = c.labels;
-  if (l[labelKeys.dependency] !== dependency) return undefined;
-  const format = l[labelKeys.format] ?? "1";
-  const version = count(l[labelKeys.version]) ?? (format === currentFormat ? undefined : count(versionInName.exec(c.name)?.[1]));
-  const index = count(l[labelKeys.containerIndex]) ?? (format === currentFormat ? undefined : (count(indexInName.exec(c.name)?.[1]) ?? 0));
+  const labels = container.labels;
+  if (labels[labelKeys.dependency] !== dependency) return undefined;
+  const format = labels[labelKeys.format] ?? "1";
+  const version = count(labels[labelKeys.version]) ?? (format === currentFormat ? undefined : count(versionInName.exec(container.name)?.[1]));
+  const index = count(labels[labelKeys.containerIndex]) ?? (format === currentFormat ? undefined : (count(indexInName.exec(container.name)?.[1]) ?? 0));
   if (version === undefined || index === undefined) return undefined;
-  return { dependency, node: c.node, scope: l[labelKeys.namespace] ?? "", version, index, format };
+  return { dependency, node: container.node, scope: labels[labelKeys.namespace] ?? "", version, index, format };
 }

@@ -7,7 +7,7 @@ import { currentFormat } from "../shared/format.ts";
 import { identify, slotKey, type DependencyIdentity } from "./naming.ts";
 
 export interface ObservedContainer {
-  c: CachedContainer;
+  container: CachedContainer;
   id: DependencyIdentity;
 }
 
@@ -28,38 +28,38 @@ export interface DependencyView {
   unidentified: CachedContainer[];
 }
 
-export function podContainers(p: Pod): ObservedContainer[] {
-  return [...p.containers.entries()].sort((a, b) => a[0] - b[0]).map(([, o]) => o);
+export function podContainers(pod: Pod): ObservedContainer[] {
+  return [...pod.containers.entries()].sort((left, right) => left[0] - right[0]).map(([, observed]) => observed);
 }
 
-export function podRunning(p: Pod): boolean {
-  return podContainers(p).every((o) => o.c.state === "running");
+export function podRunning(pod: Pod): boolean {
+  return podContainers(pod).every((observed) => observed.container.state === "running");
 }
 
-export function podComplete(p: Pod, podSize: number): boolean {
-  for (let k = 0; k < podSize; k++) if (!p.containers.has(k)) return false;
+export function podComplete(pod: Pod, podSize: number): boolean {
+  for (let k = 0; k < podSize; k++) if (!pod.containers.has(k)) return false;
   return true;
 }
 
 /** The pod must be replaced: another version than the spec's, or an older data format. */
-export function podStale(p: Pod, version: number): boolean {
-  return p.version !== version || podContainers(p).some((o) => o.id.format !== currentFormat);
+export function podStale(pod: Pod, version: number): boolean {
+  return pod.version !== version || podContainers(pod).some((observed) => observed.id.format !== currentFormat);
 }
 
-export function slotContainers(v: SlotView | undefined): ObservedContainer[] {
-  if (!v) return [];
-  return [...(v.kept ? podContainers(v.kept) : []), ...v.extras];
+export function slotContainers(slot: SlotView | undefined): ObservedContainer[] {
+  if (!slot) return [];
+  return [...(slot.kept ? podContainers(slot.kept) : []), ...slot.extras];
 }
 
 export function classify(containers: readonly CachedContainer[], dependency: string, version: number, podSize: number): DependencyView {
   const unidentified: CachedContainer[] = [];
   const pods = new Map<string, Map<number, Pod>>();
   const extras = new Map<string, ObservedContainer[]>();
-  const sorted = [...containers].sort((a, b) => a.created - b.created || cmp(a.node, b.node) || cmp(a.id, b.id));
-  for (const c of sorted) {
-    const id = identify(c, dependency);
+  const sorted = [...containers].sort((left, right) => left.created - right.created || cmp(left.node, right.node) || cmp(left.id, right.id));
+  for (const container of sorted) {
+    const id = identify(container, dependency);
     if (!id) {
-      unidentified.push(c);
+      unidentified.push(container);
       continue;
     }
     const key = slotKey(id);
@@ -68,26 +68,26 @@ export function classify(containers: readonly CachedContainer[], dependency: str
     let pod = byVersion.get(id.version);
     if (!pod) byVersion.set(id.version, (pod = { version: id.version, containers: new Map() }));
     const taken = pod.containers.get(id.index);
-    const o = { c, id };
+    const observed = { container, id };
     if (!taken) {
-      pod.containers.set(id.index, o);
+      pod.containers.set(id.index, observed);
       continue;
     }
-    const [keep, drop] = better(o, taken) ? [o, taken] : [taken, o];
+    const [keep, drop] = better(observed, taken) ? [observed, taken] : [taken, observed];
     pod.containers.set(id.index, keep);
     push(extras, key, drop);
   }
   const slots = new Map<string, SlotView>();
   for (const [key, byVersion] of pods) {
-    const ranked = [...byVersion.values()].sort((a, b) => rank(b, version, podSize) - rank(a, version, podSize) || b.version - a.version);
+    const ranked = [...byVersion.values()].sort((left, right) => rank(right, version, podSize) - rank(left, version, podSize) || right.version - left.version);
     const kept = ranked[0];
     const out = [...(extras.get(key) ?? [])];
-    for (const p of ranked.slice(1)) out.push(...p.containers.values());
+    for (const older of ranked.slice(1)) out.push(...older.containers.values());
     if (kept && kept.version === version) {
-      for (const [k, o] of [...kept.containers]) {
+      for (const [k, surplus] of [...kept.containers]) {
         if (k >= podSize) {
           kept.containers.delete(k);
-          out.push(o);
+          out.push(surplus);
         }
       }
     }
@@ -96,26 +96,26 @@ export function classify(containers: readonly CachedContainer[], dependency: str
   return { slots, unidentified };
 }
 
-function push<T>(m: Map<string, T[]>, k: string, v: T): void {
-  const list = m.get(k) ?? [];
-  list.push(v);
-  m.set(k, list);
+function push<T>(lists: Map<string, T[]>, key: string, item: T): void {
+  const list = lists.get(key) ?? [];
+  list.push(item);
+  lists.set(key, list);
 }
 
-function better(a: ObservedContainer, b: ObservedContainer): boolean {
-  if ((a.c.state === "running") !== (b.c.state === "running")) return a.c.state === "running";
-  if ((a.id.format === currentFormat) !== (b.id.format === currentFormat)) return a.id.format === currentFormat;
+function better(candidate: ObservedContainer, taken: ObservedContainer): boolean {
+  if ((candidate.container.state === "running") !== (taken.container.state === "running")) return candidate.container.state === "running";
+  if ((candidate.id.format === currentFormat) !== (taken.id.format === currentFormat)) return candidate.id.format === currentFormat;
   return false; // the earlier created stays
 }
 
 /** Higher is better: at the spec's version, then more running, then complete, then current format. */
-function rank(p: Pod, version: number, podSize: number): number {
-  const cs = [...p.containers.values()];
-  const running = cs.filter((o) => o.c.state === "running").length;
-  const current = cs.every((o) => o.id.format === currentFormat);
-  return (p.version === version ? 100_000 : 0) + running * 1_000 + (podComplete(p, podSize) ? 100 : 0) + (current ? 10 : 0);
+function rank(pod: Pod, version: number, podSize: number): number {
+  const members = [...pod.containers.values()];
+  const running = members.filter((observed) => observed.container.state === "running").length;
+  const current = members.every((observed) => observed.id.format === currentFormat);
+  return (pod.version === version ? 100_000 : 0) + running * 1_000 + (podComplete(pod, podSize) ? 100 : 0) + (current ? 10 : 0);
 }
 
-function cmp(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
+function cmp(left: string, right: string): number {
+  return left < right ? -1 : left > right ? 1 : 0;
 }

@@ -1,6 +1,6 @@
 // The live reference counts of every dependency, kept from the PodGroup spec and status informers,
 // and the Source that enqueues a dependency whenever its counts change (an add or a remove event
-// in the spec's words). Each group's contribution is remembered, so a change of one group costs
+// of docs/dependencies.md's events table). Each group's contribution is remembered, so a change of one group costs
 // O(its references), not a walk over every group.
 //
 // Per group it also keeps the dependency list of every spec version it saw and that a pod of the
@@ -69,7 +69,7 @@ export class ReferenceIndex {
     addReferences(this.counts, after, 1);
     if (after.length > 0) this.contributions.set(name, after);
     else this.contributions.delete(name);
-    return [...new Set([...before, ...after].map((r) => r.dependency))];
+    return [...new Set([...before, ...after].map((reference) => reference.dependency))];
   }
 }
 
@@ -79,23 +79,23 @@ export class ReferenceIndex {
  */
 function prune(versions: Map<number, readonly DependencyEntry[]>, current: number, status: GroupStatusEntry | undefined): void {
   let oldest = current;
-  for (const p of status?.pods ?? []) if (p.version !== undefined && p.version < oldest) oldest = p.version;
-  for (const v of versions.keys()) if (v < oldest) versions.delete(v);
+  for (const pod of status?.pods ?? []) if (pod.version !== undefined && pod.version < oldest) oldest = pod.version;
+  for (const version of versions.keys()) if (version < oldest) versions.delete(version);
 }
 
-function sameReferences(a: readonly Reference[], b: readonly Reference[]): boolean {
-  if (a.length !== b.length) return false;
-  const key = (r: Reference) => `${r.dependency}|${slotKey(r)}`;
-  const sa = a.map(key).sort();
-  const sb = b.map(key).sort();
-  return sa.every((k, i) => k === sb[i]);
+function sameReferences(before: readonly Reference[], after: readonly Reference[]): boolean {
+  if (before.length !== after.length) return false;
+  const key = (reference: Reference) => `${reference.dependency}|${slotKey(reference)}`;
+  const beforeKeys = before.map(key).sort();
+  const afterKeys = after.map(key).sort();
+  return beforeKeys.every((k, i) => k === afterKeys[i]);
 }
 
 /** Feeds `index` from the two informers and enqueues every dependency whose counts change. */
 export function referenceSource(index: ReferenceIndex, specs: Informer<GroupSpecEntry>, statuses: Informer<GroupStatusEntry>): Source {
   let unregister: (() => void)[] = [];
   const stop = () => {
-    for (const u of unregister) u();
+    for (const unregisterOne of unregister) unregisterOne();
     unregister = [];
   };
   return {
@@ -104,18 +104,18 @@ export function referenceSource(index: ReferenceIndex, specs: Informer<GroupSpec
       stop();
       index.clear();
       const changed = (deps: string[]) => {
-        for (const d of deps) enqueue(d);
+        for (const dependency of deps) enqueue(dependency);
       };
       unregister = [
         specs.addEventHandler({
-          onAdd: (e) => changed(index.setSpec(e.name, e)),
-          onUpdate: (_old, e) => changed(index.setSpec(e.name, e)),
-          onDelete: (e) => changed(index.setSpec(e.name, undefined)),
+          onAdd: (spec) => changed(index.setSpec(spec.name, spec)),
+          onUpdate: (_old, spec) => changed(index.setSpec(spec.name, spec)),
+          onDelete: (spec) => changed(index.setSpec(spec.name, undefined)),
         }),
         statuses.addEventHandler({
-          onAdd: (e) => changed(index.setStatus(e.name, e)),
-          onUpdate: (_old, e) => changed(index.setStatus(e.name, e)),
-          onDelete: (e) => changed(index.setStatus(e.name, undefined)),
+          onAdd: (status) => changed(index.setStatus(status.name, status)),
+          onUpdate: (_old, status) => changed(index.setStatus(status.name, status)),
+          onDelete: (status) => changed(index.setStatus(status.name, undefined)),
         }),
       ];
     },

@@ -49,8 +49,8 @@ export interface GroupStatusEntry {
   pods: ReferencingPod[];
 }
 
-const policyOf = (p: unknown): DependencyPolicy | undefined =>
-  p === "node" || p === 1 ? "node" : p === "namespace" || p === 0 ? "namespace" : undefined;
+const policyOf = (policy: unknown): DependencyPolicy | undefined =>
+  policy === "node" || policy === 1 ? "node" : policy === "namespace" || policy === 0 ? "namespace" : undefined;
 
 export function decodeGroupSpec(kv: KeyValueRecord): GroupSpecEntry {
   let json: unknown;
@@ -69,10 +69,10 @@ export function groupSpecOf(key: string, json: unknown): GroupSpecEntry {
   let namespace = "";
   let version = 0;
   try {
-    const v = json as { namespace?: unknown; pod?: { dependencies?: unknown; version?: unknown } } | null | undefined;
-    if (typeof v?.namespace === "string") namespace = v.namespace;
-    if (Number.isInteger(v?.pod?.version)) version = v!.pod!.version as number;
-    dependencies = dependencyList(v?.pod?.dependencies) ?? [];
+    const stored = json as { namespace?: unknown; pod?: { dependencies?: unknown; version?: unknown } } | null | undefined;
+    if (typeof stored?.namespace === "string") namespace = stored.namespace;
+    if (Number.isInteger(stored?.pod?.version)) version = stored!.pod!.version as number;
+    dependencies = dependencyList(stored?.pod?.dependencies) ?? [];
   } catch {
     // whatever cannot be read references nothing
   }
@@ -83,9 +83,9 @@ export function groupSpecOf(key: string, json: unknown): GroupSpecEntry {
 function dependencyList(deps: unknown): DependencyEntry[] | undefined {
   if (!Array.isArray(deps)) return undefined;
   const out: DependencyEntry[] = [];
-  for (const d of deps as { podName?: unknown; policy?: unknown }[]) {
-    const policy = policyOf(d?.policy);
-    if (typeof d?.podName === "string" && policy !== undefined) out.push({ podName: d.podName, policy });
+  for (const entry of deps as { podName?: unknown; policy?: unknown }[]) {
+    const policy = policyOf(entry?.policy);
+    if (typeof entry?.podName === "string" && policy !== undefined) out.push({ podName: entry.podName, policy });
   }
   return out;
 }
@@ -105,14 +105,14 @@ export function groupStatusOf(key: string, json: unknown): GroupStatusEntry {
   const name = lastSegment(key);
   const pods: GroupStatusEntry["pods"] = [];
   try {
-    const v = json as { pods?: unknown } | null | undefined;
-    if (Array.isArray(v?.pods)) {
-      for (const p of v.pods as { node?: unknown; containers?: unknown; version?: unknown; dependencies?: unknown }[]) {
-        if (typeof p?.node !== "string" || !Array.isArray(p.containers)) continue;
-        const pod: ReferencingPod = { node: p.node, containers: p.containers.length };
-        if (Number.isInteger(p.version)) pod.version = p.version as number;
+    const stored = json as { pods?: unknown } | null | undefined;
+    if (Array.isArray(stored?.pods)) {
+      for (const entry of stored.pods as { node?: unknown; containers?: unknown; version?: unknown; dependencies?: unknown }[]) {
+        if (typeof entry?.node !== "string" || !Array.isArray(entry.containers)) continue;
+        const pod: ReferencingPod = { node: entry.node, containers: entry.containers.length };
+        if (Number.isInteger(entry.version)) pod.version = entry.version as number;
         // The list the pod runs with: reported as the list, or as the label value it was read from.
-        const deps = typeof p.dependencies === "string" ? decodePodDependencies(p.dependencies) : dependencyList(p.dependencies);
+        const deps = typeof entry.dependencies === "string" ? decodePodDependencies(entry.dependencies) : dependencyList(entry.dependencies);
         if (deps) pod.dependencies = deps;
         pods.push(pod);
       }
@@ -158,32 +158,32 @@ export interface Internal {
   slots: Record<string, SlotMemory>;
 }
 
-export function readSlotRecord(p: DependencyPodStatus): SlotRecord | undefined {
-  const verifyTime = Date.parse(p.verifyTime);
-  const deployStartedAt = Date.parse(p.deployStartedAt);
-  if (!Number.isInteger(p.refCount) || Number.isNaN(verifyTime) || Number.isNaN(deployStartedAt)) return undefined;
-  return { refCount: p.refCount, verifyTime, deployStartedAt };
+export function readSlotRecord(pod: DependencyPodStatus): SlotRecord | undefined {
+  const verifyTime = Date.parse(pod.verifyTime);
+  const deployStartedAt = Date.parse(pod.deployStartedAt);
+  if (!Number.isInteger(pod.refCount) || Number.isNaN(verifyTime) || Number.isNaN(deployStartedAt)) return undefined;
+  return { refCount: pod.refCount, verifyTime, deployStartedAt };
 }
 
 export function readInternal(status: DependencyStatus | undefined): Internal {
   const raw = status?.internal as Partial<Internal> | undefined;
   const slots: Record<string, SlotMemory> = {};
   if (raw?.slots && typeof raw.slots === "object") {
-    for (const [k, v] of Object.entries(raw.slots)) {
-      if (!k.includes("|") || !v || typeof v !== "object") continue;
-      const m: SlotMemory = { restarts: Number.isInteger(v.restarts) ? v.restarts : 0, failures: Number.isInteger(v.failures) ? v.failures : 0 };
-      if (typeof v.nextAttemptAt === "number") m.nextAttemptAt = v.nextAttemptAt;
-      if (typeof v.nextDeployAt === "number") m.nextDeployAt = v.nextDeployAt;
-      if (typeof v.lastExit === "string") m.lastExit = v.lastExit;
-      if (v.lastExitPolicy === "never" || v.lastExitPolicy === "onfail" || v.lastExitPolicy === "always") m.lastExitPolicy = v.lastExitPolicy;
-      if (typeof v.lastError === "string") m.lastError = v.lastError;
-      slots[k] = m;
+    for (const [slot, stored] of Object.entries(raw.slots)) {
+      if (!slot.includes("|") || !stored || typeof stored !== "object") continue;
+      const memory: SlotMemory = { restarts: Number.isInteger(stored.restarts) ? stored.restarts : 0, failures: Number.isInteger(stored.failures) ? stored.failures : 0 };
+      if (typeof stored.nextAttemptAt === "number") memory.nextAttemptAt = stored.nextAttemptAt;
+      if (typeof stored.nextDeployAt === "number") memory.nextDeployAt = stored.nextDeployAt;
+      if (typeof stored.lastExit === "string") memory.lastExit = stored.lastExit;
+      if (stored.lastExitPolicy === "never" || stored.lastExitPolicy === "onfail" || stored.lastExitPolicy === "always") memory.lastExitPolicy = stored.lastExitPolicy;
+      if (typeof stored.lastError === "string") memory.lastError = stored.lastError;
+      slots[slot] = memory;
     }
   }
   const internal: Internal = { slots };
-  const ro = raw?.rollout;
-  if (ro && typeof ro.slot === "string" && Number.isInteger(ro.toVersion) && (ro.phase === "removing" || ro.phase === "removed") && typeof ro.at === "number") {
-    internal.rollout = { slot: ro.slot, toVersion: ro.toVersion, phase: ro.phase, at: ro.at };
+  const step = raw?.rollout;
+  if (step && typeof step.slot === "string" && Number.isInteger(step.toVersion) && (step.phase === "removing" || step.phase === "removed") && typeof step.at === "number") {
+    internal.rollout = { slot: step.slot, toVersion: step.toVersion, phase: step.phase, at: step.at };
   }
   return internal;
 }

@@ -4,7 +4,7 @@
 // when the task is done and deletes it:
 //
 //   done  <=>  no group the task applies to has a matching instance whose kept pod is on `from`,
-//              nor a move off `from` still recorded in its status (R10 of reconciler.ts).
+//              nor a move off `from` still recorded in its status (R6 of reconciler.ts).
 //
 // It reads the container cache (what is on `from`, as classify() sees it) and the specs and
 // statuses informers; it never touches an engine. While the task is pending it looks again every

@@ -1,10 +1,10 @@
-// Drift: moving instances off a node (platform spec C, "Drift" row; docs/nodes-and-drift.md). Pure
-// decisions over the tasks and a group's observed view; the reconciler acts on them.
+// Drift: moving instances off a node (docs/nodes-and-drift.md). Pure decisions over the tasks and a
+// group's observed view (plan-drift.ts builds on them); the reconciler acts on them.
 //
 // A drift task {from, to?, podGroup?, instance?, force} matches an instance when the instance is
 // one of the group's current ones (below numInstances), pg and pg_instance (when given) name it,
 // and the group is not stateful unless force is set. An instance matching a task is moved when its
-// kept pod is on `from`: the move is recorded in status.internal first (R2), then the pod on `from`
+// kept pod is on `from`: the move is recorded in status.internal first (R6), then the pod on `from`
 // is removed (skipped when `from` is unreachable) and the instance deployed with its drift count
 // + 1 on `to`, or anywhere but `from`. The new pod's higher drift count makes classify() keep it
 // and treat any copy left on `from` as an extra, removed as soon as that node answers.

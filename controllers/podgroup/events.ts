@@ -10,7 +10,7 @@
 //   DeployFailed       the rollout halted, or an instance could not be deployed
 //   InstanceExited / InstanceCrashed / InstanceRestarted / CrashLooping / StartFailed / ImagePullFailed
 //                      from the instance's restart record (controllers/shared/restart-events.ts)
-//   SecretFilesMissing a created pod waits for its secret files (R9)
+//   SecretFilesMissing a created pod waits for its secret files (R10)
 //   Drifted            a drift move finished: the instance runs off the node it left
 import type { PodGroupStatus } from "../../api/resources/podgroup.ts";
 import { eventTypeOf, type EventInput, type EventReason } from "../../api/resources/event.ts";
@@ -70,7 +70,7 @@ export class PodGroupEvents {
       if (old?.move && !rec?.move && moved && (rec?.drift ?? pod.driftCount) >= old.move.drift) {
         add("Drifted", `instance ${i} moved off ${old.move.from}${pod.node !== "" ? ` to ${pod.node}` : ""}`, { instance: i, ...node });
       }
-      // A created pod held back with a reason of its own (not its record's): secret files (R9).
+      // A created pod held back with a reason of its own (not its record's): secret files (R10).
       const waiting =
         pod.state === "pending" &&
         pod.containers.length > 0 &&

@@ -14,14 +14,9 @@
 //     secret files starts at once, not at the next refresh);
 //   - its own requeueAfter: the periodic refresh (refreshIntervalMs, +-10 % jitter), the update
 //     wait, a restart back-off or a runtime check falling due.
-import { Registry } from "prom-client";
-import { ContainerCache } from "../../adapters/cluster/container-cache.ts";
-import type { Cluster } from "../../adapters/cluster/index.ts";
-import type { Store } from "../../adapters/store/store.ts";
-import { realClock, type Clock } from "../../runtime/clock.ts";
+import type { ContainerCache } from "../../adapters/cluster/container-cache.ts";
 import { Controller } from "../../runtime/controller.ts";
 import { Informer } from "../../runtime/informer.ts";
-import { silentLogger, type Logger } from "../../runtime/log.ts";
 import type { Runnable } from "../../runtime/manager.ts";
 import { informerSource, type Source } from "../../runtime/source.ts";
 import { labelKeys } from "./naming.ts";
@@ -31,36 +26,25 @@ import { PassesInFlight } from "./passes.ts";
 import { DriftTaskReconciler } from "./drift-tasks.ts";
 import { PodGroupReconciler } from "./reconciler.ts";
 import { PodGroupEvents } from "./events.ts";
-import type { EventSink } from "../shared/events.ts";
-import { restartBackoff, type RestartBackoff } from "../shared/backoff.ts";
+import {
+  highPriority,
+  labelledContainerCache,
+  labelledContainerSource,
+  ownInformers,
+  podControllerSettings,
+  sharedInformer,
+  type PodControllerOptions,
+} from "../shared/controller-wiring.ts";
 import { ImagePuller } from "../shared/image-pull.ts";
 import { statusSource } from "../shared/status-records.ts";
 import { decodeSecretMarker, defaultSecretMarkerPrefix } from "./secret-marker.ts";
 import { decodeSpec, decodeStatus, decodeTask, layout, type SpecEntry, type StatusEntry, type TaskEntry } from "./stored.ts";
 
-export interface PodGroupControllerOptions {
-  /** The FENCED store: every write of the controller must be refused once it is not the leader. */
-  store: Store;
-  cluster: Cluster;
-  /** Wait between removing an instance and deploying its new version on a spec update (10 s). */
-  updateWaitMs?: number;
-  /** Periodic refresh of every group, jittered +-10 % (30 s). */
-  refreshIntervalMs?: number;
+export interface PodGroupControllerOptions extends PodControllerOptions {
   /** Groups reconciled at once (8). */
   workers?: number;
-  /** Restart back-off: 1 s doubling to 5 min, reset after 10 min of running. */
-  restartBackoff?: Partial<RestartBackoff>;
-  /** Root of the key layout (default /platform/orchestrator/); tests use a unique root. */
-  prefix?: string;
   /** Where Secret-sync writes its installed markers (default /platform/secret-sync/installed/). */
   secretMarkerPrefix?: string;
-  /** Upper bound of one reconcile (default 5 min: a stop may take the pod's killTimeout, up to 120 s). */
-  reconcileTimeoutMs?: number;
-  clock?: Clock;
-  /** Wall clock for times kept in the store (restart back-off, rollout step); default Date.now. */
-  now?: () => number;
-  log?: Logger;
-  registry?: Registry;
   /**
    * Informers of the specs (`podgroups/`) and statuses (`podgroup-status/`) under the same root
    * that this process runs for other readers too (cli/orchestrator.ts runs one per prefix for the
@@ -68,14 +52,6 @@ export interface PodGroupControllerOptions {
    * `informers`: whoever made them adds them to the manager.
    */
   shared?: { specs?: Informer<SpecEntry>; statuses?: Informer<StatusEntry> };
-  /**
-   * Pulls missing images before pods are created (shared with the Dependency controller in
-   * cli/orchestrator.ts, with the platform registry's credentials). Absent: one of its own,
-   * anonymous, in `runnables`; a given one is run by whoever made it.
-   */
-  imagePuller?: ImagePuller;
-  /** Where the controller records events (an EventRecorder on the fenced store; docs/events.md). Absent: none. */
-  events?: EventSink;
 }
 
 export interface PodGroupController {
@@ -88,22 +64,14 @@ export interface PodGroupController {
   controller: Controller;
   /** Completes drift tasks (drift-tasks.ts); also in `runnables`. */
   driftController: Controller;
+  /** Passes of a group finished so far (PodGroupReconciler.passesFinished), for tests and diagnostics. */
+  passesFinished(name: string): number;
 }
 
-/** Priority of keys from refresh tasks and from container deaths: ahead of routine work. */
-const highPriority = 100;
-const urgentActions = new Set(["die", "destroy", "oom", "node-unreachable", "node-ready"]);
-
 export function createPodGroupController(opts: PodGroupControllerOptions): PodGroupController {
-  const clock = opts.clock ?? realClock;
-  const log = (opts.log ?? silentLogger).child({ component: "podgroup" });
-  const registry = opts.registry ?? new Registry();
+  const settings = podControllerSettings(opts, "podgroup");
+  const { clock, log, registry } = settings;
   const keys = layout(opts.prefix);
-  const updateWaitMs = opts.updateWaitMs ?? 10_000;
-  const refreshIntervalMs = opts.refreshIntervalMs ?? 30_000;
-  if (!(updateWaitMs >= 0)) throw new RangeError(`updateWaitMs must be >= 0 (got ${updateWaitMs})`);
-  if (!(refreshIntervalMs > 0)) throw new RangeError(`refreshIntervalMs must be > 0 (got ${refreshIntervalMs})`);
-  const backoff = restartBackoff(opts.restartBackoff);
 
   const specs =
     sharedInformer(opts.shared?.specs, keys.podGroups) ??
@@ -122,25 +90,9 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
     log,
     registry,
   });
-  const cache = new ContainerCache({
-    cluster: opts.cluster,
-    name: "podgroup-containers",
-    labelFilter: [labelKeys.podGroup],
-    indexLabels: [labelKeys.podGroup],
-    clock,
-    log,
-    registry,
-  });
+  const cache = labelledContainerCache(opts.cluster, "podgroup-containers", labelKeys.podGroup, settings);
   // Dependency pods, only for their reservations in placement (dependency-reservations.ts).
-  const dependencyCache = new ContainerCache({
-    cluster: opts.cluster,
-    name: "podgroup-dependency-containers",
-    labelFilter: [dependencyLabel],
-    indexLabels: [dependencyLabel],
-    clock,
-    log,
-    registry,
-  });
+  const dependencyCache = labelledContainerCache(opts.cluster, "podgroup-dependency-containers", dependencyLabel, settings);
   const nodes = new NodeView(opts.cluster, cache, clock);
   const passes = new PassesInFlight();
   const images = opts.imagePuller ?? new ImagePuller({ cluster: opts.cluster, log });
@@ -157,10 +109,10 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
     secretMarker: (id) => markers.get(`${markers.prefix}${id}`),
     images,
     layout: keys,
-    updateWaitMs,
-    refreshIntervalMs,
-    backoff,
-    now: opts.now ?? Date.now,
+    updateWaitMs: settings.updateWaitMs,
+    refreshIntervalMs: settings.refreshIntervalMs,
+    backoff: settings.backoff,
+    now: settings.now,
     random: Math.random,
     deployConcurrency: 16,
     removeConcurrency: 8,
@@ -178,16 +130,10 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
       taskSource(tasks, cache, statuses),
       // A marker is written for a created container that waits for it: start it now.
       informerSource(markers, (e) => (e.podGroup !== undefined ? [e.podGroup] : [])),
-      cache.source(
-        (c) => {
-          const g = c.labels[labelKeys.podGroup];
-          return g ? [g] : [];
-        },
-        (change) => (urgentActions.has(change.action) ? highPriority : 0),
-      ),
+      labelledContainerSource(cache, labelKeys.podGroup),
     ],
     maxConcurrentReconciles: opts.workers ?? 8,
-    reconcileTimeoutMs: opts.reconcileTimeoutMs ?? 300_000,
+    reconcileTimeoutMs: settings.reconcileTimeoutMs,
     clock,
     log,
     registry,
@@ -206,20 +152,13 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
   });
 
   return {
-    informers: [specs, statuses, tasks, markers].filter((i) => i !== opts.shared?.specs && i !== opts.shared?.statuses) as Informer<unknown>[],
+    informers: ownInformers([specs, statuses, tasks, markers], [opts.shared?.specs, opts.shared?.statuses]),
     runnables: [cache, dependencyCache, ...(opts.imagePuller ? [] : [images]), controller, driftController],
     cache,
     controller,
     driftController,
+    passesFinished: (name) => reconciler.passesFinished(name),
   };
-}
-
-/** A given informer, checked to cache `prefix` (a shared informer of another root would be a silent mix-up). */
-function sharedInformer<T>(informer: Informer<T> | undefined, prefix: string): Informer<T> | undefined {
-  if (informer !== undefined && informer.prefix !== prefix) {
-    throw new RangeError(`shared informer ${informer.name} caches ${informer.prefix}, not ${prefix}`);
-  }
-  return informer;
 }
 
 /**

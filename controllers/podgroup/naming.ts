@@ -1,6 +1,6 @@
-// How a PodGroup's containers are named and labelled (DESIGN.md section 5), and how a container
-// found on an engine is traced back to (group, instance, version, drift, container index) without
-// the store. Pure functions.
+// How a PodGroup's containers are named and labelled (docs/podgroup-controller.md, "Containers:
+// names, labels, create request"), and how a container found on an engine is traced back to
+// (group, instance, version, drift, container index) without the store. Pure functions.
 //
 //   name    <podgroup>.v<version>-i<instance>-d<drift>, plus -c<index> for the 2nd+ container
 //   labels  io.capstan.podgroup, .namespace, .instance, .version, .drift, .container-index, .format

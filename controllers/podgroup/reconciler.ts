@@ -1,19 +1,28 @@
 // Reconcile(name): desired (the podgroups informer) vs actual (the container cache, corrected by
 // inspects) -> the next safe steps -> status. Level-triggered: every decision is taken from what
 // is observed now plus the few facts only the controller knows (status.internal: the rollout step,
-// restart back-off, a stateful pod's node), so a pass is correct whenever it runs, however often,
-// and after a crash at any point. See docs/podgroup-controller.md for the operations table.
+// restart back-off, a stateful pod's node, drift moves), so a pass is correct whenever it runs,
+// however often, and after a crash at any point. See docs/podgroup-controller.md for the
+// operations table.
+//
+// A pass reads as observe -> decide -> act -> write status. It observes (the status and spec from
+// the informers, the group's containers from the cache, inspected where needed), decides with the
+// pure plan-*.ts functions (plan-drift.ts, plan-rollout.ts over controllers/shared/rollout.ts,
+// plan-instances.ts, plan-placement.ts, plan-removal.ts), persists the intent of a step whose
+// interruption would be unsafe, acts on the plans, and writes the status.
 //
 // Invariants, with where they are kept:
 // - R1 never two pods for one instance: containers have deterministic names (a second create on
 //   the same node fails with ConflictError and is adopted, never duplicated), and any duplicate
-//   that a crash or a lost race left on another node is an extra of classify() and removed.
+//   that a crash or a lost race left on another node is an extra of classify() and removed
+//   (plan-instances.ts).
 // - R2 a step whose interruption would be unsafe is persisted BEFORE it is taken: the rollout
 //   records {instance, phase: "removing"} before removing the old pod and {phase: "removed", at}
-//   after, so a restart neither skips the update wait nor replaces two instances at once.
+//   after, so a restart neither skips the update wait nor replaces two instances at once
+//   (plan-rollout.ts, controllers/shared/rollout.ts; runRollout() persists).
 // - R3 a spec update replaces one instance at a time and starts on the next only when every other
 //   instance runs (at most one unavailable because of the update), or when the next one is down
-//   anyway.
+//   anyway (plan-rollout.ts).
 // - R4 read-your-own-writes: every create/start/remove/rename/inspect is recorded in the cache at
 //   once, and a pass waits for the status informer to reflect the controller's last status write
 //   before it reads the status again.
@@ -21,66 +30,60 @@
 //   removed, and never replaced elsewhere on the controller's own initiative. Only a drift task
 //   (drift.ts) moves it: the instance is deployed elsewhere with a higher drift count, which
 //   classify() keeps, so the unreachable copy becomes an extra, removed once its node answers.
-// - R10 a drift move is recorded in status.internal (instances[i].move) BEFORE the pod on `from`
+// - R6 a drift move is recorded in status.internal (instances[i].move) BEFORE the pod on `from`
 //   is removed, and placement of a moving instance always excludes `from`, so a restart at any
-//   point finishes the move elsewhere: never back onto `from`, never two pods.
-// - R6 a container named like ours but without our labels is not ours: it is reported, not touched.
-// - R7 status is written only when it changed (compare-and-swap on its modRevision), so refreshes
+//   point finishes the move elsewhere: never back onto `from`, never two pods (plan-drift.ts,
+//   plan-placement.ts; runDrift() persists).
+// - R7 a container named like ours but without our labels is not ours: it is reported, not touched.
+// - R8 status is written only when it changed (compare-and-swap on its modRevision), so refreshes
 //   do not write.
-// - R8 every restart or redeploy after a failure waits out the instance's back-off.
-// - R9 a created container whose spec lists secretFiles is not started before Secret-sync's marker
-//   says they are installed (secret-marker.ts); a restart of an exited one does not wait, since
-//   the files are already in it and Secret-sync keeps them current.
+// - R9 every restart or redeploy after a failure waits out the instance's back-off
+//   (plan-instances.ts, plan-drift.ts).
+// - R10 a created container whose spec lists secretFiles is not started before Secret-sync's marker
+//   says they are installed (secret-marker.ts, plan-instances.ts secretsWait()); a restart of an
+//   exited one does not wait, since the files are already in it and Secret-sync keeps them current.
 // - R11 a pod is created on a node only once its images are there: a missing one is pulled first
 //   (controllers/shared/image-pull.ts, in the background; the pod is pending, its lastError the pull's
 //   progress, until it is done; a failed pull is a failed deploy). A drift move pulls on the new
 //   node BEFORE it removes the pod on `from`.
+// - R12 a kept previous container is never an instance: at most one per instance and container
+//   index, stopped, removed with its instance (observe.ts, keepAsPrevious(),
+//   controllers/shared/previous.ts).
 import PQueue from "p-queue";
-import type { ContainerCache, CachedContainer } from "../../adapters/cluster/container-cache.ts";
-import {
-  ConflictError,
-  EngineUnavailableError,
-  NotFoundError,
-  freeCapacity,
-  parsePlacementFilters,
-  pickNode,
-  type Cluster,
-  type PlacementFilter,
-} from "../../adapters/cluster/index.ts";
-import type { Store } from "../../adapters/store/store.ts";
+import type { CachedContainer } from "../../adapters/cluster/container-cache.ts";
+import { EngineUnavailableError, NotFoundError } from "../../adapters/cluster/index.ts";
 import type { PodGroupEvents } from "./events.ts";
 import { isStateful, type PodGroupStatus } from "../../api/resources/podgroup.ts";
 import type { DriftTask } from "../../api/resources/task.ts";
 import type { Informer } from "../../runtime/informer.ts";
 import type { Logger } from "../../runtime/log.ts";
 import type { ReconcileContext, Result } from "../../runtime/result.ts";
-import { killTimeoutOf, planContainer, podRequest } from "./container-spec.ts";
+import { killTimeoutOf, planContainer } from "./container-spec.ts";
 import type { DependencyReservations } from "./dependency-reservations.ts";
-import { cordoned, driftTasks, newMoves, tasksForGroup } from "./drift.ts";
-import { currentFormat } from "../shared/format.ts";
-import { containerName, identify, labelKeys } from "./naming.ts";
+import { driftTasks } from "./drift.ts";
+import { identify, labelKeys } from "./naming.ts";
 import { previousContainerName, previousSlot } from "../shared/previous.ts";
 import { reservationsOf, type NodeView } from "./nodes.ts";
-import {
-  classify,
-  instanceContainers,
-  podComplete,
-  podContainers,
-  podRunning,
-  type GroupView,
-  type InstanceView,
-  type PodCandidate,
-} from "./observe.ts";
+import { classify, instanceContainers, podContainers, type GroupView, type InstanceView, type PodCandidate } from "./observe.ts";
 import type { PassesInFlight } from "./passes.ts";
-import type { RestartBackoff } from "../shared/backoff.ts";
-import { inspectAll, stopAndRemove, sweepNode, type ContainerOpsContext } from "../shared/container-ops.ts";
-import { needsDetails, pausedError, stoppedPod } from "../shared/containers.ts";
-import { ForeignContainerError, StatusConflictError } from "../shared/errors.ts";
+import { dueMoves, planDriftStarts, planMoves } from "./plan-drift.ts";
+import { planInstances, recordOf, secretsRecheckMs, secretsWait, statefulNodes, unidentifiedNotes, type InstancesPlan } from "./plan-instances.ts";
+import { invalidFilters, planPlacement } from "./plan-placement.ts";
+import { planRemovalBatch, planRemovalFinish, removalNodeRecheckMs } from "./plan-removal.ts";
+import { planPodGroupRollout, rolloutStepRemoved } from "./plan-rollout.ts";
+import { inspectAll, startContainers, stopAndRemove, sweepNode, type ContainerOpsContext } from "../shared/container-ops.ts";
+import type { PodReconcilerBase } from "../shared/controller-wiring.ts";
+import { createOrAdopt } from "../shared/create-or-adopt.ts";
+import { needsDetails } from "../shared/containers.ts";
+import { deleteUnchanged } from "../shared/delete-unchanged.ts";
+import { ForeignContainerError } from "../shared/errors.ts";
+import { unreadableSpecStatus } from "../shared/unreadable-spec.ts";
 import { settleAll } from "../shared/settle.ts";
-import { pullRecheckMs, type ImagePuller } from "../shared/image-pull.ts";
-import { countExit, countFailure } from "../shared/restart.ts";
-import { secretsNotReady, type SecretMarkerEntry } from "./secret-marker.ts";
+import { pullRecheckMs } from "../shared/image-pull.ts";
+import { countFailure } from "../shared/restart.ts";
+import type { SecretMarkerEntry } from "./secret-marker.ts";
 import { readOwnStatus, writeStatusIfChanged } from "../shared/status-records.ts";
+import { asap, Wakeups } from "../shared/wakeups.ts";
 import { buildStatus, unseenPods } from "./status.ts";
 import {
   decodeStatus,
@@ -95,10 +98,7 @@ import {
   type TaskEntry,
 } from "./stored.ts";
 
-export interface ReconcilerOptions {
-  store: Store;
-  cluster: Cluster;
-  cache: ContainerCache;
+export interface ReconcilerOptions extends PodReconcilerBase {
   nodes: NodeView;
   specs: Informer<SpecEntry>;
   statuses: Informer<StatusEntry>;
@@ -109,15 +109,7 @@ export interface ReconcilerOptions {
   passes: PassesInFlight;
   /** Secret-sync's marker of a container, by container id (from the markers informer). */
   secretMarker: (containerId: string) => SecretMarkerEntry | undefined;
-  /** Pulls missing images before a pod is created (R11). */
-  images: Pick<ImagePuller, "ensureImages">;
   layout: Layout;
-  updateWaitMs: number;
-  refreshIntervalMs: number;
-  backoff: RestartBackoff;
-  /** Wall clock (ms since the epoch): persisted times must mean the same after a restart. */
-  now: () => number;
-  random: () => number;
   /** Creates/starts in flight per pass (the cluster bounds writes per node on top). */
   deployConcurrency: number;
   /** Instances removed at once when a whole group is deleted. */
@@ -137,19 +129,12 @@ interface GroupMemory {
   refreshRequestedAt: string | undefined;
 }
 
-const asap = 1;
-/** Shortest run that counts as "started" in a spec update's runtime check. */
-const runtimeCheckMinMs = 1_000;
-/**
- * A pod waiting for its secret files is looked at again after this long even without a marker
- * event: a safety net only, since the markers informer enqueues the group the moment one is written.
- */
-const secretsRecheckMs = 5_000;
-
 export class PodGroupReconciler {
   private readonly memory = new Map<string, GroupMemory>();
+  /** Finished passes per group (passesFinished()). */
+  private readonly finished = new Map<string, number>();
 
-  constructor(private readonly o: ReconcilerOptions) {}
+  constructor(readonly options: ReconcilerOptions) {}
 
   /** Revision of our last status write for `name` (the status source skips its own echo). */
   lastStatusRevision(name: string): number | undefined {
@@ -157,27 +142,36 @@ export class PodGroupReconciler {
   }
 
   readonly reconcile = async (name: string, ctx: ReconcileContext): Promise<Result | void> => {
-    const o = this.o;
     const mem = this.memory.get(name) ?? { statusRevision: 0, specRevision: 0, nextFullRefreshAt: 0, refreshRequestedAt: undefined };
     this.memory.set(name, mem);
     // Registered before the task list is read (passes.ts): the drift-task reconciler waits for it.
-    const end = o.passes.begin(o.tasks.cacheRevision());
+    const end = this.options.passes.begin(this.options.tasks.cacheRevision());
     try {
       return await this.pass(name, mem, ctx);
     } finally {
       end();
+      // Counted for groups that still exist (a removed group's count goes with its memory).
+      if (this.memory.has(name)) this.finished.set(name, (this.finished.get(name) ?? 0) + 1);
+      else this.finished.delete(name);
     }
   };
 
+  /**
+   * Passes of group `name` finished since this reconciler started (whatever their outcome): an
+   * observable for tests that must see the controller look at a group again ("nothing changed").
+   */
+  passesFinished(name: string): number {
+    return this.finished.get(name) ?? 0;
+  }
+
   private async pass(name: string, mem: GroupMemory, ctx: ReconcileContext): Promise<Result | void> {
-    const o = this.o;
     // R4: the caches must reflect our own last writes before we read them.
     const status = await this.readStatus(name, mem, ctx.signal);
     const specEntry = await this.readSpec(name, mem, ctx.signal);
-    const all = o.tasks.list();
+    const allTasks = this.options.tasks.list();
     // Refresh tasks naming the group are its own (deleted by its pass); drift tasks span groups and
     // are completed by the drift-task reconciler (drift-tasks.ts).
-    const tasks = all.filter((t) => t.task?.kind === "refresh" && t.task.podGroup === name);
+    const tasks = allTasks.filter((entry) => entry.task?.kind === "refresh" && entry.task.podGroup === name);
     if (!specEntry && !status) {
       // Not a group of ours (a container of another orchestrator's group), or fully removed.
       this.memory.delete(name);
@@ -186,70 +180,56 @@ export class PodGroupReconciler {
     }
     if (specEntry && !specEntry.spec) {
       // A spec we cannot read must not look deleted: touch nothing, say why.
-      const prev = status?.status;
-      const next: PodGroupStatus = {
-        ...(prev ?? { pods: [], observedVersion: 0, state: "failed", lastError: "", updatedAt: "" }),
-        state: "failed",
-        lastError: `the stored spec cannot be read (${specEntry.invalid}); nothing is changed until it is fixed`,
-        updatedAt: new Date(o.now()).toISOString(),
-      };
-      await this.writeStatus(name, mem, status, next);
+      const empty: PodGroupStatus = { pods: [], observedVersion: 0, state: "failed", lastError: "", updatedAt: "" };
+      await this.writeStatus(name, mem, status, unreadableSpecStatus(status?.status, empty, "failed", specEntry.invalid, this.options.now()));
       return;
     }
-    const pass = new Pass(this, name, specEntry?.spec, specEntry, status, mem, tasks, driftTasks(all), ctx);
+    const pass = new Pass(this, name, specEntry?.spec, specEntry, status, mem, tasks, driftTasks(allTasks), ctx);
     return pass.run();
   }
 
   // ---- store access -------------------------------------------------------------------------
 
   private async readStatus(name: string, mem: GroupMemory, signal: AbortSignal): Promise<StatusEntry | undefined> {
-    const { statuses, layout, store } = this.o;
+    const { statuses, layout, store } = this.options;
     return readOwnStatus({ statuses, store, key: layout.statusOf(name), ownRevision: mem.statusRevision, decode: decodeStatus, signal });
   }
 
   private async readSpec(name: string, mem: GroupMemory, signal: AbortSignal): Promise<SpecEntry | undefined> {
-    const { specs, layout } = this.o;
+    const { specs, layout } = this.options;
     if (mem.specRevision > specs.cacheRevision()) await specs.waitForRevision(mem.specRevision, signal, 5_000);
     return specs.get(layout.podGroup(name));
   }
 
-  /** R7: compare-and-swap, only when changed. Returns the entry now stored. */
-  async writeStatus(name: string, mem: GroupMemory, prev: StatusEntry | undefined, next: PodGroupStatus): Promise<StatusEntry> {
-    const { record, written } = await writeStatusIfChanged(this.o.store, this.o.layout.statusOf(name), prev, next);
+  /** R8: compare-and-swap, only when changed. Returns the entry now stored. */
+  async writeStatus(name: string, mem: GroupMemory, previous: StatusEntry | undefined, next: PodGroupStatus): Promise<StatusEntry> {
+    const { record, written } = await writeStatusIfChanged(this.options.store, this.options.layout.statusOf(name), previous, next);
     if (written) mem.statusRevision = record.modRevision;
-    if (written) this.o.events?.statusWritten(name, this.o.specs.get(this.o.layout.podGroup(name))?.spec, prev?.status, next);
+    if (written) this.options.events?.statusWritten(name, this.options.specs.get(this.options.layout.podGroup(name))?.spec, previous?.status, next);
     return record;
   }
 
   async deleteTasks(tasks: TaskEntry[]): Promise<void> {
-    for (const t of tasks) {
-      await this.o.store.delete(t.key, { expect: [{ key: t.key, target: "modRevision", equals: t.modRevision }] });
+    for (const entry of tasks) {
+      await this.options.store.delete(entry.key, { expect: [{ key: entry.key, target: "modRevision", equals: entry.modRevision }] });
     }
   }
 
   /** Delete spec, history and status (and the group's tasks) in one transaction, each only if unchanged. */
   async deleteKeys(name: string, mem: GroupMemory, spec: SpecEntry | undefined, status: StatusEntry | undefined, tasks: TaskEntry[]): Promise<void> {
-    const { layout, store } = this.o;
-    const compares = [];
-    const ops = [];
-    if (status) {
-      compares.push({ key: layout.statusOf(name), target: "modRevision" as const, equals: status.modRevision });
-      ops.push({ type: "delete" as const, key: layout.statusOf(name) });
-    }
-    if (spec) {
-      compares.push({ key: layout.podGroup(name), target: "modRevision" as const, equals: spec.modRevision });
-      ops.push({ type: "delete" as const, key: layout.podGroup(name) });
-      ops.push({ type: "deletePrefix" as const, prefix: layout.historyOf(name) });
-    }
-    for (const t of tasks) ops.push({ type: "delete" as const, key: t.key });
-    const res = await store.txn(compares, ops);
-    if (!res.succeeded) throw new StatusConflictError(`${name} changed while its removal finished; retrying`);
-    mem.statusRevision = res.revision;
-    mem.specRevision = spec ? res.revision : mem.specRevision;
-  }
-
-  get options(): ReconcilerOptions {
-    return this.o;
+    const { layout, store } = this.options;
+    const response = await deleteUnchanged(
+      store,
+      [
+        status && { key: layout.statusOf(name), modRevision: status.modRevision },
+        spec && { key: layout.podGroup(name), modRevision: spec.modRevision, alsoDelete: [{ type: "deletePrefix", prefix: layout.historyOf(name) }] },
+      ],
+      tasks.map((entry) => ({ type: "delete", key: entry.key })),
+      `${name} changed while its removal finished; retrying`,
+    );
+    if (!response) return;
+    mem.statusRevision = response.revision;
+    mem.specRevision = spec ? response.revision : mem.specRevision;
   }
 
   forget(name: string): void {
@@ -257,9 +237,9 @@ export class PodGroupReconciler {
   }
 }
 
-/** One reconcile of one group. */
+/** One reconcile of one group: observe -> decide -> act -> write status. */
 class Pass {
-  private readonly o: ReconcilerOptions;
+  private readonly options: ReconcilerOptions;
   private readonly log: Logger;
   private readonly signal: AbortSignal;
   /** Engine calls on the group's containers, with the cache kept in step. */
@@ -267,17 +247,17 @@ class Pass {
   private readonly now: number;
   private internal: Internal;
   private view!: GroupView;
-  private readonly wakeups: number[] = [];
+  private readonly wakeups = new Wakeups();
   private readonly notes: string[] = [];
   private halted: string | undefined;
-  /** Instances whose created pod waits for its secret files (R9), with the reason shown as lastError. */
+  /** Instances whose created pod waits for its secret files (R10), with the reason shown as lastError. */
   private readonly waitingForSecrets = new Map<number, string>();
   /** Instances whose pod waits for an image pull (R11), with its progress shown as lastError. */
   private readonly pulling = new Map<number, string>();
   private statusEntry: StatusEntry | undefined;
 
   constructor(
-    private readonly r: PodGroupReconciler,
+    private readonly reconciler: PodGroupReconciler,
     private readonly name: string,
     private readonly spec: StoredPodGroup | undefined,
     private readonly specEntry: SpecEntry | undefined,
@@ -287,25 +267,49 @@ class Pass {
     private readonly drifts: DriftTask[],
     ctx: ReconcileContext,
   ) {
-    this.o = r.options;
+    this.options = reconciler.options;
     this.log = ctx.log;
     this.signal = ctx.signal;
-    this.ops = { cache: this.o.cache, cluster: this.o.cluster, signal: ctx.signal, log: ctx.log };
-    this.now = this.o.now();
+    this.ops = { cache: this.options.cache, cluster: this.options.cluster, signal: ctx.signal, log: ctx.log };
+    this.now = this.options.now();
     this.statusEntry = status;
     this.internal = readInternal(status?.status);
   }
 
   async run(): Promise<Result | void> {
     const spec = this.spec;
-    const full = this.fullRefreshDue();
-    await this.inspect(full);
+    // Observe.
+    await this.inspect(this.fullRefreshDue());
     this.observe();
-    if (!spec || spec.deleting) return this.remove();
-    await this.converge(spec);
+    if (!spec || spec.deleting) return this.runRemoval();
+    // Decide and act. The drift moves and the rollout step persist their intent before anything
+    // is removed (R6, R2); everything else is decided from the same view and done in parallel.
+    this.notes.push(...unidentifiedNotes(this.name, this.view));
+    this.setRecords(statefulNodes(spec, this.view, this.internal));
+    const moving = await this.runDrift(spec);
+    const rolloutRemoval = await this.runRollout(spec, moving);
+    const plan = planInstances({
+      spec,
+      view: this.view,
+      internal: this.internal,
+      rolloutRemoval,
+      moving,
+      lastPods: this.lastPods(),
+      secretMarker: this.options.secretMarker,
+      reachable: (node) => this.reachable(node),
+      now: this.now,
+      updateWaitMs: this.options.updateWaitMs,
+      backoff: this.options.backoff,
+      maxDeploysPerPass: this.options.maxDeploysPerPass,
+    });
+    this.setRecords(plan.records);
+    for (const [instance, why] of plan.waitingForSecrets) this.waitingForSecrets.set(instance, why);
+    this.wakeups.add(...plan.wakeAt);
+    await this.act(spec, plan, moving, rolloutRemoval);
+    // Write status.
     this.observe();
     await this.writeStatus(false);
-    await this.r.deleteTasks(this.tasks);
+    await this.reconciler.deleteTasks(this.tasks);
     return this.result();
   }
 
@@ -316,16 +320,16 @@ class Pass {
     const requested = spec?.refreshRequestedAt;
     const due = this.now >= mem.nextFullRefreshAt || this.tasks.length > 0 || requested !== mem.refreshRequestedAt;
     if (due) {
-      const jitter = 0.9 + 0.2 * this.o.random();
-      mem.nextFullRefreshAt = this.now + this.o.refreshIntervalMs * jitter;
+      const jitter = 0.9 + 0.2 * this.options.random();
+      mem.nextFullRefreshAt = this.now + this.options.refreshIntervalMs * jitter;
       mem.refreshRequestedAt = requested;
     }
-    this.wakeups.push(mem.nextFullRefreshAt);
+    this.wakeups.add(mem.nextFullRefreshAt);
     return due;
   }
 
   private containers(): CachedContainer[] {
-    return this.o.cache.byLabel(labelKeys.podGroup, this.name);
+    return this.options.cache.byLabel(labelKeys.podGroup, this.name);
   }
 
   /**
@@ -333,8 +337,8 @@ class Pass {
    * inspected; otherwise only those whose cached data is incomplete (seen in a relist only).
    */
   private async inspect(full: boolean): Promise<void> {
-    const todo = this.containers().filter((c) => this.o.nodes.reachable(c.node) && (full || needsDetails(c)));
-    await inspectAll(this.ops, todo, this.o.deployConcurrency);
+    const todo = this.containers().filter((container) => this.reachable(container.node) && (full || needsDetails(container)));
+    await inspectAll(this.ops, todo, this.options.deployConcurrency);
   }
 
   private observe(): void {
@@ -343,261 +347,144 @@ class Pass {
       group: this.name,
       version: spec?.pod.version ?? Number.MAX_SAFE_INTEGER,
       podSize: spec?.pod.containers.length ?? 0,
-      reachable: (n) => this.o.nodes.reachable(n),
+      reachable: (node) => this.reachable(node),
       restartedAt: spec?.restartedAt ?? "",
     });
   }
 
+  private lastPods(): PodGroupStatus["pods"] {
+    return this.statusEntry?.status?.pods ?? [];
+  }
+
   private reachable(node: string): boolean {
-    return this.o.nodes.reachable(node);
+    return this.options.nodes.reachable(node);
   }
 
   private record(instance: number): InstanceRecord {
-    return this.internal.instances[String(instance)] ?? { restarts: 0, failures: 0 };
+    return recordOf(this.internal, instance);
   }
 
-  private setRecord(instance: number, rec: InstanceRecord): void {
-    this.internal.instances[String(instance)] = rec;
+  private setRecord(instance: number, record: InstanceRecord): void {
+    this.internal.instances[String(instance)] = record;
+  }
+
+  private setRecords(records: ReadonlyMap<number, InstanceRecord>): void {
+    for (const [instance, record] of records) this.setRecord(instance, record);
   }
 
   private wakeAt(at: number): void {
-    this.wakeups.push(at);
+    this.wakeups.add(at);
   }
 
-  // ---- the steps ------------------------------------------------------------------------------
-
-  private async converge(spec: StoredPodGroup): Promise<void> {
-    const n = spec.numInstances;
-    const version = spec.pod.version;
-    for (const c of this.view.unidentified) {
-      this.notes.push(`container ${c.name} on ${c.node} is labelled ${labelKeys.podGroup}=${this.name} but its instance cannot be read; left alone`);
-    }
-    if (isStateful(spec.pod)) {
-      for (const v of this.view.instances.values()) {
-        if (v.kept && v.instance < n) this.setRecord(v.instance, { ...this.record(v.instance), node: v.kept.node });
-      }
-    }
-
-    const moving = await this.drift(spec);
-    const rolloutRemoval = await this.rollout(spec, moving);
-    const work: Promise<void>[] = [];
-    // Duplicates and stale copies next to the kept pod (R1). Instances removed whole below (a
-    // rollout step, a move) are left to that removal: two removals of one container race into a
-    // 409 from the engine.
-    const extras = [...this.view.instances.values()]
-      .filter((v) => v.instance < n && v.instance !== rolloutRemoval && !moving.has(v.instance))
-      .flatMap((v) => v.extras.filter((o) => this.reachable(o.c.node)).map((o) => o.c));
-    if (extras.length > 0) work.push(stopAndRemove(this.ops, extras, killTimeoutOf(spec.pod)));
-    // Scale down: the highest surplus instance first, one per pass.
-    const surplus = [...this.view.instances.values()]
-      .filter((v) => v.instance >= n && instanceContainers(v).some((o) => this.reachable(o.c.node)))
-      .sort((a, b) => b.instance - a.instance);
-    if (surplus[0]) {
-      work.push(this.removeInstance(surplus[0], killTimeoutOf(spec.pod)));
-      if (surplus.length > 1) this.wakeAt(this.now + asap);
-    }
-    if (rolloutRemoval !== undefined) {
-      const v = this.view.instances.get(rolloutRemoval);
-      if (v) work.push(this.removeInstance(v, killTimeoutOf(spec.pod), true));
-    }
-    // Kept previous containers of instances scaled away (whose pod is gone already) go too.
-    const orphans = [...this.view.previous]
-      .filter(([i]) => i >= n && !this.view.instances.has(i))
-      .flatMap(([, ps]) => ps.map((p) => p.c))
-      .filter((c) => this.reachable(c.node));
-    if (orphans.length > 0) work.push(stopAndRemove(this.ops, orphans, killTimeoutOf(spec.pod), true));
-    if (moving.size > 0) work.push(this.moveAll(spec, moving));
-    work.push(this.deployAndRestart(spec, version, moving));
-    work.push(this.renameLegacy());
-    await settleAll(work);
-    if (rolloutRemoval !== undefined && this.internal.rollout?.phase === "removing") {
-      // R2: the old pod is gone now; the update wait starts.
-      this.internal.rollout = { ...this.internal.rollout, phase: "removed", at: this.o.now() };
-      this.wakeAt(this.internal.rollout.at + this.o.updateWaitMs);
-    }
-  }
+  // ---- the steps whose intent is persisted first ----------------------------------------------
 
   /**
-   * The spec-update step (R2, R3). Returns the instance whose old pod must be removed in this
-   * pass, if any (its intent is already persisted).
+   * The drift step (plan-drift.ts, R6). Records the moves that start now and writes them (intent
+   * first), then returns every move in progress: those just recorded and those recorded by an
+   * earlier pass (before a restart, or retried after a failure).
    */
-  private async rollout(spec: StoredPodGroup, moving: ReadonlyMap<number, DriftMove>): Promise<number | undefined> {
-    const n = spec.numInstances;
-    const version = spec.pod.version;
-    const restartedAt = spec.restartedAt ?? "";
-    // A pod needs the step when it runs an older version, or was created before the last rolling
-    // restart request (its io.capstan.restarted-at label differs): same protocol for both.
-    const current = (p: PodCandidate) => p.version === version && p.restartedAt === restartedAt;
-    let ro = this.internal.rollout;
-    if (ro && ro.instance >= n) ro = undefined;
-    if (ro && ro.toVersion !== version) {
-      const { restart: _restart, ...step } = ro;
-      ro = { ...step, toVersion: version };
-    }
-    this.internal.rollout = ro;
-
-    if (ro) {
-      const kept = this.view.instances.get(ro.instance)?.kept;
-      if (kept && !this.reachable(kept.node)) return undefined; // R5: wait for the node
-      if (kept && !current(kept)) {
-        if (ro.phase === "removing") return ro.instance; // intent persisted by an earlier pass
-        // The old pod is back (re-created behind our back): remove it again, persisting first.
-        this.internal.rollout = { ...ro, phase: "removing", at: this.now };
-        await this.writeStatus(true);
-        return ro.instance;
-      }
-      if (!kept) {
-        if (ro.phase === "removing") {
-          // Removed before a crash, or behind our back: the wait starts now (never shorter).
-          this.internal.rollout = { ...ro, phase: "removed", at: this.now };
-        }
-        const until = this.internal.rollout!.at + this.o.updateWaitMs;
-        if (this.now < until) this.wakeAt(until);
-        return undefined; // deployAndRestart deploys it once the wait is over
-      }
-      // The new pod exists: the runtime check decides whether the step is done.
-      const check = this.runtimeCheck(kept, spec);
-      if (check.done) {
-        this.internal.rollout = undefined;
-      } else {
-        if (check.wakeAt !== undefined) this.wakeAt(check.wakeAt);
-        if (check.failure) {
-          this.halted = ro.restart
-            ? `restart requested at ${restartedAt} halted at instance ${ro.instance}: ${check.failure}`
-            : `update to version ${version} halted at instance ${ro.instance}: ${check.failure}`;
-        }
-        return undefined;
-      }
-    }
-
-    // Pick the next instance to update (R3).
-    const stale = [...this.view.instances.values()]
-      .filter((v) => v.instance < n && v.kept && !current(v.kept) && this.reachable(v.kept.node) && !moving.has(v.instance))
-      .map((v) => v.instance)
-      .sort((a, b) => a - b);
-    if (stale.length === 0) return undefined;
-    const available = (i: number) => {
-      const k = this.view.instances.get(i)?.kept;
-      return k !== undefined && podRunning(k) && podComplete(k, k.version === version ? spec.pod.containers.length : k.containers.size);
-    };
-    const down = stale.find((i) => !available(i));
-    let next = down;
-    if (next === undefined) {
-      const othersUp = Array.from({ length: n }, (_, i) => i).every((i) => i === stale[0] || available(i));
-      if (!othersUp) return undefined; // an event wakes us when they are
-      next = stale[0]!;
-    }
-    const restart = this.view.instances.get(next)?.kept?.version === version;
-    this.internal.rollout = { instance: next, toVersion: version, phase: "removing", at: this.now, ...(restart && { restart: true }) };
-    // The new version starts with a clean slate (restart count and back-off are per version).
-    const rec = this.record(next);
-    this.setRecord(next, { restarts: 0, failures: 0, ...(rec.node !== undefined && { node: rec.node }), ...(rec.drift !== undefined && { drift: rec.drift }) });
-    await this.writeStatus(true); // R2: intent first
-    return next;
-  }
-
-  /**
-   * Whether the instance's new pod passed the runtime check: every container running for the
-   * pod's setupTime, and at least runtimeCheckMinMs, so that a version that dies right after its
-   * start is not taken for a good one and does not get rolled out to the next instance.
-   */
-  private runtimeCheck(kept: PodCandidate, spec: StoredPodGroup): { done: boolean; wakeAt?: number; failure?: string } {
-    const setupMs = Math.max((spec.pod.setupTime ?? 0) * 1000, runtimeCheckMinMs);
-    const cs = podContainers(kept).map((o) => o.c);
-    if (!podComplete(kept, spec.pod.containers.length)) return { done: false };
-    if (cs.every((c) => c.state === "running")) {
-      const since = Math.max(...cs.map((c) => c.startedAt ?? this.now));
-      if (this.now - since >= setupMs) return { done: true };
-      return { done: false, wakeAt: since + setupMs };
-    }
-    if (spec.restartPolicy === "never" && cs.every((c) => c.state === "exited" && c.exitCode === 0)) return { done: true };
-    const bad = cs.find((c) => c.state !== "running" && c.state !== "created");
-    // Created (being started, or waiting for its secret files, R9): not a failure, and the setup
-    // time is counted from the start, so the wait for secrets does not eat into it.
-    if (!bad) return { done: false };
-    return { done: false, failure: `${bad.name} ${bad.state}${bad.exitCode !== undefined ? ` with code ${bad.exitCode}` : ""}` };
-  }
-
-  /**
-   * The drift step (drift.ts, R10). Records the moves that start now (intent first), then returns
-   * every move in progress: those just recorded and those recorded by an earlier pass (before a
-   * restart, or retried after a failure). A move whose new pod exists is done and cleared.
-   */
-  private async drift(spec: StoredPodGroup): Promise<Map<number, DriftMove>> {
-    const n = spec.numInstances;
-    const ro = this.internal.rollout;
-    const unseen = unseenPods(this.view, this.statusEntry?.status?.pods ?? [], (node) => this.reachable(node));
-    const starts = newMoves(spec, this.view, this.internal, tasksForGroup(spec, this.drifts), (i) => ro?.instance === i, unseen);
-    for (const [i, m] of starts) {
-      const move: DriftMove = { task: m.task.id, from: m.task.from, drift: m.drift, ...(m.task.to !== undefined && { to: m.task.to }) };
-      this.setRecord(i, { ...this.record(i), move });
-    }
+  private async runDrift(spec: StoredPodGroup): Promise<Map<number, DriftMove>> {
+    const unseen = unseenPods(this.view, this.lastPods(), (node) => this.reachable(node));
+    const starts = planDriftStarts(spec, this.view, this.internal, this.drifts, unseen);
+    for (const [instance, move] of starts) this.setRecord(instance, { ...this.record(instance), move });
     if (starts.size > 0) {
-      await this.writeStatus(false); // R10: the moves are recorded before anything is removed
-      this.log.info({ instances: [...starts.keys()], from: [...new Set([...starts.values()].map((m) => m.task.from))] }, "drift: moves recorded");
+      await this.writeStatus(false); // R6: the moves are recorded before anything is removed
+      this.log.info({ instances: [...starts.keys()], from: [...new Set([...starts.values()].map((move) => move.from))] }, "drift: moves recorded");
     }
-    const moving = new Map<number, DriftMove>();
-    for (const [k, rec] of Object.entries(this.internal.instances)) {
-      const i = Number(k);
-      const move = rec.move;
-      if (!move) continue;
-      const kept = this.view.instances.get(i)?.kept;
-      const { move: _done, ...rest } = rec;
-      if (i >= n) {
-        this.setRecord(i, rest); // scaled away: nothing to move
-      } else if (!this.drifts.some((t) => t.id === move.task) && (!kept || kept.node === move.from)) {
-        // The task was deleted before the move was made: cancelled. The instance stays where it
-        // is; one whose pod on `from` is already gone is redeployed by deployAndRestart with the
-        // move's drift count, so it still outranks any copy left on an unreachable `from`.
-        // The drift's own failures ("no node fits") go with it.
-        const { lastError: _e, nextDeployAt: _at, ...clean } = rest;
-        this.setRecord(i, kept ? clean : { ...rest, drift: Math.max(rest.drift ?? 0, move.drift) });
-        this.log.info({ instance: i, task: move.task, from: move.from }, "drift: move cancelled (its task was deleted)");
-      } else if (kept && kept.drift >= move.drift) {
-        this.setRecord(i, { ...rest, drift: kept.drift }); // the new pod exists
-      } else if (kept && kept.node !== move.from) {
-        this.setRecord(i, rest); // already off `from` (e.g. replaced by a spec update's step)
-      } else {
-        moving.set(i, move);
-      }
+    const moves = planMoves(spec, this.view, this.internal, this.drifts);
+    this.setRecords(moves.records);
+    for (const { instance, move } of moves.cancelled) {
+      this.log.info({ instance, task: move.task, from: move.from }, "drift: move cancelled (its task was deleted)");
     }
-    return moving;
+    return moves.moving;
+  }
+
+  /**
+   * The spec-update step (plan-rollout.ts, R2, R3). Returns the instance whose old pod must be
+   * removed in this pass, if any, once its intent is persisted.
+   */
+  private async runRollout(spec: StoredPodGroup, moving: ReadonlyMap<number, DriftMove>): Promise<number | undefined> {
+    const plan = planPodGroupRollout({
+      spec,
+      view: this.view,
+      step: this.internal.rollout,
+      moving,
+      reachable: (node) => this.reachable(node),
+      now: this.now,
+      updateWaitMs: this.options.updateWaitMs,
+    });
+    this.internal.rollout = plan.step;
+    if (plan.wakeAt !== undefined) this.wakeAt(plan.wakeAt);
+    if (plan.halted !== undefined) this.halted = plan.halted;
+    if (plan.started && plan.remove !== undefined) {
+      // The new version starts with a clean slate (restart count and back-off are per version).
+      const record = this.record(plan.remove);
+      this.setRecord(plan.remove, {
+        restarts: 0,
+        failures: 0,
+        ...(record.node !== undefined && { node: record.node }),
+        ...(record.drift !== undefined && { drift: record.drift }),
+      });
+    }
+    if (plan.persistFirst) await this.writeStatus(true); // R2: intent first
+    return plan.remove;
+  }
+
+  // ---- acting on the plans --------------------------------------------------------------------
+
+  private async act(spec: StoredPodGroup, plan: InstancesPlan, moving: ReadonlyMap<number, DriftMove>, rolloutRemoval: number | undefined): Promise<void> {
+    const killTimeout = killTimeoutOf(spec.pod);
+    const work: Promise<void>[] = [];
+    if (plan.extras.length > 0) work.push(stopAndRemove(this.ops, plan.extras, killTimeout));
+    if (plan.surplus) work.push(this.removeInstance(plan.surplus, killTimeout));
+    if (rolloutRemoval !== undefined) {
+      const instanceView = this.view.instances.get(rolloutRemoval);
+      if (instanceView) work.push(this.removeInstance(instanceView, killTimeout, true));
+    }
+    if (plan.orphans.length > 0) work.push(stopAndRemove(this.ops, plan.orphans, killTimeout, true));
+    if (moving.size > 0) work.push(this.moveAll(spec, moving));
+    work.push(this.deployAndStart(spec, plan));
+    work.push(this.renameLegacy(plan.renames));
+    await settleAll(work);
+    const step = this.internal.rollout;
+    if (rolloutRemoval !== undefined && step?.phase === "removing") {
+      // R2: the old pod is gone now; the update wait starts.
+      const removed = rolloutStepRemoved(step, this.options.now(), this.options.updateWaitMs);
+      this.internal.rollout = removed.step;
+      this.wakeAt(removed.wakeAt);
+    }
   }
 
   /** Carry out the moves in parallel (bounded): remove the pod on `from` (when reachable), deploy elsewhere. */
   private async moveAll(spec: StoredPodGroup, moving: ReadonlyMap<number, DriftMove>): Promise<void> {
-    const due: number[] = [];
-    for (const i of [...moving.keys()].sort((a, b) => a - b)) {
-      const at = this.record(i).nextDeployAt;
-      if (at !== undefined && this.now < at) this.wakeAt(at); // R8
-      else due.push(i);
-    }
+    const { due, wakeAt } = dueMoves(moving, this.internal, this.now);
+    this.wakeups.add(...wakeAt); // R9
     if (due.length === 0) return;
     // Placed before anything is removed: an instance that fits nowhere keeps running where it is.
     const placed = await this.place(spec, due, moving);
-    const q = new PQueue({ concurrency: this.o.deployConcurrency });
-    await settleAll([...placed].map(([i, node]) => q.add(() => this.move(spec, i, moving.get(i)!, node))));
+    const queue = new PQueue({ concurrency: this.options.deployConcurrency });
+    await settleAll([...placed].map(([instance, node]) => queue.add(() => this.move(spec, instance, moving.get(instance)!, node))));
   }
 
   private async move(spec: StoredPodGroup, instance: number, move: DriftMove, node: string): Promise<void> {
-    const v = this.view.instances.get(instance);
-    // Every copy of the instance is older than the move (drift() checked): all go. One on an
+    const instanceView = this.view.instances.get(instance);
+    // Every copy of the instance is older than the move (planMoves() checked): all go. One on an
     // unreachable node stays until it answers (R5), an extra by then.
-    const old = v ? instanceContainers(v).map((o) => o.c).filter((c) => this.reachable(c.node)) : [];
+    const old = instanceView ? instanceContainers(instanceView).map((observed) => observed.c).filter((container) => this.reachable(container.node)) : [];
     const all = Array.from({ length: spec.pod.containers.length }, (_, k) => k);
     try {
       // R11: the images are pulled on the new node while the old pod still runs.
       if (!(await this.imagesReady(spec, instance, node, all))) return;
-    } catch (e) {
-      if (this.signal.aborted) throw e;
-      this.fail(instance, `drift: ${deployError(e, node)}`, "deploy");
+    } catch (error) {
+      if (this.signal.aborted) throw error;
+      this.fail(instance, `drift: ${deployError(error, node)}`, "deploy");
       return;
     }
     try {
       await stopAndRemove(this.ops, old, killTimeoutOf(spec.pod));
-    } catch (e) {
-      if (this.signal.aborted) throw e;
-      this.fail(instance, `drift: cannot remove the pod on ${move.from}: ${(e as Error).message}`, "deploy");
+    } catch (error) {
+      if (this.signal.aborted) throw error;
+      this.fail(instance, `drift: cannot remove the pod on ${move.from}: ${(error as Error).message}`, "deploy");
       return;
     }
     await this.deployPod(spec, instance, node, all, move.drift);
@@ -609,181 +496,86 @@ class Pass {
     }
   }
 
-  /** Deploy missing instances, complete partial pods, start created ones, restart per policy (R8). */
-  private async deployAndRestart(spec: StoredPodGroup, version: number, moving: ReadonlyMap<number, DriftMove>): Promise<void> {
-    const n = spec.numInstances;
+  /** Start and restart pods, complete partial pods, place and deploy missing instances (plan-instances.ts). */
+  private async deployAndStart(spec: StoredPodGroup, plan: InstancesPlan): Promise<void> {
     const podSize = spec.pod.containers.length;
-    const toPlace: number[] = [];
-    const onNode: { instance: number; pod: PodCandidate; indexes: number[] }[] = [];
-    const starts: { instance: number; pod: PodCandidate; restart: boolean }[] = [];
-    const ro = this.internal.rollout;
-    const previous = new Map((this.statusEntry?.status?.pods ?? []).map((p) => [p.instanceNo, p]));
-
-    for (let i = 0; i < n; i++) {
-      const v = this.view.instances.get(i);
-      const kept = v?.kept;
-      let rec = this.record(i);
-      if (moving.has(i)) continue; // moveAll deploys it
-      if (ro?.instance === i && (ro.phase === "removing" || (!kept && this.now < ro.at + this.o.updateWaitMs))) continue;
-      if (kept && !this.reachable(kept.node)) continue; // R5
-      if (!kept) {
-        const last = previous.get(i);
-        if (last && last.containers.length > 0 && last.node && !this.reachable(last.node)) continue; // R5
-        if (rec.nextDeployAt !== undefined && this.now < rec.nextDeployAt) {
-          this.wakeAt(rec.nextDeployAt); // R8
-          continue;
-        }
-        toPlace.push(i);
-        continue;
-      }
-      if (kept.version === version && !podComplete(kept, podSize)) {
-        const missing = Array.from({ length: podSize }, (_, k) => k).filter((k) => !kept.containers.has(k));
-        onNode.push({ instance: i, pod: kept, indexes: missing });
-        continue;
-      }
-      if (podRunning(kept)) continue;
-      const { blocked, lastStopped: last } = stoppedPod(podContainers(kept).map((o) => o.c));
-      if (blocked === "busy") {
-        this.wakeAt(this.now + 1_000); // the engine is busy with it
-        continue;
-      }
-      if (blocked === "paused") {
-        this.setRecord(i, { ...rec, lastError: pausedError });
-        continue;
-      }
-      if (last) {
-        const exit = {
-          // One exit per container and restart: times differ between an event and an inspect.
-          key: `${last.id}#${rec.restarts}`,
-          exitCode: last.exitCode,
-          oomKilled: last.oomKilled,
-          startedAt: last.startedAt,
-          finishedAt: last.finishedAt,
-        };
-        rec = countExit(rec, exit, spec.restartPolicy, this.now, this.o.backoff);
-        this.setRecord(i, rec);
-        if (rec.nextAttemptAt === undefined) continue; // the policy says no
-      }
-      if (rec.nextAttemptAt !== undefined && this.now < rec.nextAttemptAt) {
-        this.wakeAt(rec.nextAttemptAt);
-        continue;
-      }
-      if (this.holdForSecrets(spec, kept)) continue;
-      starts.push({ instance: i, pod: kept, restart: last !== undefined });
-    }
-
-    const q = new PQueue({ concurrency: this.o.deployConcurrency });
+    const queue = new PQueue({ concurrency: this.options.deployConcurrency });
     const jobs: Promise<void>[] = [];
-    for (const s of starts) jobs.push(q.add(() => this.startPod(s.instance, s.pod, s.restart)));
+    for (const start of plan.starts) jobs.push(queue.add(() => this.startPod(start.instance, start.pod, start.restart)));
     // A pod completed in place keeps the restart label it was made under: were it made under the
     // current one, the instance would split into two pods and the older be removed at once, a
     // restart outside the rollout's one-at-a-time step (docs/podgroup-controller.md, "Rolling restart").
-    for (const p of onNode) jobs.push(q.add(() => this.deployPod({ ...spec, restartedAt: p.pod.restartedAt === "" ? undefined : p.pod.restartedAt }, p.instance, p.pod.node, p.indexes, p.pod.drift)));
-    if (toPlace.length > 0) {
-      const placed = await this.place(spec, toPlace.slice(0, this.o.maxDeploysPerPass));
-      if (toPlace.length > this.o.maxDeploysPerPass) this.wakeAt(this.now + asap);
+    for (const partial of plan.complete) {
+      const madeUnder = { ...spec, restartedAt: partial.pod.restartedAt === "" ? undefined : partial.pod.restartedAt };
+      jobs.push(queue.add(() => this.deployPod(madeUnder, partial.instance, partial.pod.node, partial.indexes, partial.pod.drift)));
+    }
+    if (plan.deploy.length > 0) {
+      const placed = await this.place(spec, plan.deploy);
       for (const [instance, node] of placed) {
-        jobs.push(q.add(() => this.deployPod(spec, instance, node, Array.from({ length: podSize }, (_, k) => k), this.record(instance).drift ?? 0)));
+        const all = Array.from({ length: podSize }, (_, k) => k);
+        jobs.push(queue.add(() => this.deployPod(spec, instance, node, all, this.record(instance).drift ?? 0)));
       }
     }
     await settleAll(jobs);
   }
 
-  /**
-   * Placement of new pods: filters, the spread hint, free memory and CPU. Stateful pods keep their
-   * node; a moving instance (`moves`) goes to its move's `to`, or anywhere but its `from`; no pod
-   * goes to a node a pending drift task of this group drains (the cordon), which also overrides a
-   * stateful pod's node (only a forced drift applies to a stateful group).
-   */
+  /** Read the nodes and what holds their memory and CPU, then place (plan-placement.ts). */
   private async place(spec: StoredPodGroup, instances: number[], moves?: ReadonlyMap<number, DriftMove>): Promise<Map<number, string>> {
-    const placed = new Map<number, string>();
-    let filters: PlacementFilter[];
-    try {
-      filters = parsePlacementFilters(spec.pod.filters ?? []);
-    } catch (e) {
-      for (const i of instances) this.fail(i, `placement filters: ${(e as Error).message}`, "deploy");
-      return placed;
+    const invalid = invalidFilters(spec);
+    if (invalid !== undefined) {
+      for (const instance of instances) this.fail(instance, invalid, "deploy");
+      return new Map();
     }
-    const cordon = cordoned(tasksForGroup(spec, this.drifts));
-    const nodes = await this.o.nodes.get(this.signal);
+    const nodes = await this.options.nodes.get(this.signal);
     // Dependency pods hold memory and CPU on the nodes too (the API's feasibility counts them).
-    const capacity = freeCapacity(nodes, [...reservationsOf(this.o.cache.list()), ...(await this.o.dependencyReservations.list(this.signal))]);
-    const request = podRequest(spec.pod);
-    const groupCounts: Record<string, number> = {};
-    for (const v of this.view.instances.values()) {
-      // Pods on their way off a node do not count for the spread.
-      if (v.kept && v.instance < spec.numInstances && !this.record(v.instance).move) {
-        groupCounts[v.kept.node] = (groupCounts[v.kept.node] ?? 0) + 1;
-      }
-    }
-    const stateful = isStateful(spec.pod);
-    for (const i of instances) {
-      const move = moves?.get(i);
-      const known = stateful && !move ? this.record(i).node : undefined;
-      const sticky = known !== undefined && !cordon.includes(known) ? known : undefined;
-      if (sticky !== undefined && !this.reachable(sticky)) {
-        this.setRecord(i, { ...this.record(i), lastError: `stateful: waiting for its node ${sticky}, which is unreachable` });
-        continue;
-      }
-      const f: PlacementFilter[] = [...filters, ...cordon.map((n) => ({ kind: "node" as const, op: "!=" as const, value: n }))];
-      if (sticky !== undefined) f.push({ kind: "node", op: "==", value: sticky });
-      if (move?.to !== undefined) f.push({ kind: "node", op: "==", value: move.to });
-      else if (move) f.push({ kind: "node", op: "!=", value: move.from });
-      const node = pickNode(capacity, { request, filters: f, groupCounts });
-      if (!node) {
-        const need = `${request.memoryBytes} bytes of memory and ${request.nanoCpus / 1e9} CPUs`;
-        const where = f.length ? ` on a node matching ${[...new Set(f.map(filterText))].join(", ")}` : "";
-        this.fail(i, `${move ? "drift: " : ""}no node fits: needs ${need}${where}`, "deploy");
-        continue;
-      }
-      placed.set(i, node);
-      groupCounts[node] = (groupCounts[node] ?? 0) + 1;
-      const cap = capacity.find((c) => c.name === node)!;
-      cap.freeMemoryBytes -= request.memoryBytes;
-      cap.freeNanoCpus -= request.nanoCpus;
-    }
-    return placed;
+    const reservations = [...reservationsOf(this.options.cache.list()), ...(await this.options.dependencyReservations.list(this.signal))];
+    const plan = planPlacement({
+      spec,
+      instances,
+      ...(moves && { moves }),
+      view: this.view,
+      internal: this.internal,
+      drifts: this.drifts,
+      nodes,
+      reservations,
+      reachable: (node) => this.reachable(node),
+    });
+    for (const [instance, why] of plan.waiting) this.setRecord(instance, { ...this.record(instance), lastError: why });
+    for (const [instance, why] of plan.failed) this.fail(instance, why, "deploy");
+    return plan.placed;
   }
 
   /** Create (or adopt, R1) containers `indexes` of instance `instance` on `node`, then start the pod. */
   private async deployPod(spec: StoredPodGroup, instance: number, node: string, indexes: number[], drift: number): Promise<void> {
-    const { cluster, cache } = this.o;
     let stage: "deploy" | "start" = "deploy";
     try {
       if (!(await this.imagesReady(spec, instance, node, indexes))) return; // R11
       for (const k of indexes) {
         const plan = planContainer(spec, instance, k, drift);
-        try {
-          const ref = await cluster.create(node, plan.name, plan.spec, { signal: this.signal });
-          cache.recordCreated({ node, id: ref.id, name: plan.name, image: plan.spec.image, labels: plan.spec.labels ?? {}, limits: plan.limits });
-        } catch (e) {
-          if (!(e instanceof ConflictError)) throw e;
-          // The name is taken on this node: ours from an earlier attempt (adopt), or not ours (R6).
-          const d = await cluster.inspect({ node, id: plan.name }, { signal: this.signal });
-          const id = identify(d, this.name);
-          if (!id || id.instance !== instance || id.version !== spec.pod.version || id.index !== k) {
-            throw new ForeignContainerError(
-              `container name ${plan.name} on ${node} is taken by a container Capstan did not create (id ${d.id.slice(0, 12)}); rename or remove it`,
-            );
-          }
-          cache.recordDetails(d, undefined);
-        }
+        // A name taken on this node is ours from an earlier attempt (adopted, R1), or not ours (R7).
+        await createOrAdopt(this.ops, node, plan, {
+          ours: (found) => {
+            const identity = identify(found, this.name);
+            return identity !== undefined && identity.instance === instance && identity.version === spec.pod.version && identity.index === k;
+          },
+          foreign: (found) => `container name ${plan.name} on ${node} is taken by a container Capstan did not create (id ${found.id.slice(0, 12)}); rename or remove it`,
+        });
       }
       this.observe();
       const kept = this.view.instances.get(instance)?.kept;
       stage = "start";
-      if (kept && !this.holdForSecrets(spec, kept)) await this.startContainers(kept);
-      const rec = this.record(instance);
+      if (kept && !this.holdForSecrets(spec, kept)) await startContainers(this.ops, podContainers(kept).map((observed) => observed.c));
+      const record = this.record(instance);
       this.setRecord(instance, {
-        restarts: rec.restarts,
+        restarts: record.restarts,
         failures: 0,
-        ...(rec.node !== undefined && { node: rec.node }),
-        ...(rec.move !== undefined && { move: rec.move }),
+        ...(record.node !== undefined && { node: record.node }),
+        ...(record.move !== undefined && { move: record.move }),
         drift,
       });
-    } catch (e) {
-      if (this.signal.aborted) throw e;
-      this.fail(instance, deployError(e, node), stage);
+    } catch (error) {
+      if (this.signal.aborted) throw error;
+      this.fail(instance, deployError(error, node), stage);
     }
   }
 
@@ -794,81 +586,56 @@ class Pass {
    */
   private async imagesReady(spec: StoredPodGroup, instance: number, node: string, indexes: number[]): Promise<boolean> {
     const images = indexes.map((k) => spec.pod.containers[k]!.image);
-    const s = await this.o.images.ensureImages(node, images, `podgroup/${this.name}/${instance}`, this.signal);
-    if (s.kind === "ready") return true;
-    if (s.kind === "pulling") {
-      this.pulling.set(instance, s.message);
+    const state = await this.options.images.ensureImages(node, images, `podgroup/${this.name}/${instance}`, this.signal);
+    if (state.kind === "ready") return true;
+    if (state.kind === "pulling") {
+      this.pulling.set(instance, state.message);
       this.wakeAt(this.now + pullRecheckMs);
     } else {
-      this.fail(instance, s.message, "deploy");
+      this.fail(instance, state.message, "deploy");
     }
     return false;
   }
 
-  /**
-   * R9: true (and the pod is reported as waiting) when a created container of `pod` lists secret
-   * files that Secret-sync's marker does not yet cover. The pod starts as a whole, so nothing of
-   * it is started then. Only "created" containers wait: an exited one has its files already.
-   */
+  /** R10: true (and the pod is reported as waiting) when the pod may not start yet for its secret files (secretsWait()). */
   private holdForSecrets(spec: StoredPodGroup, pod: PodCandidate): boolean {
-    for (const o of podContainers(pod)) {
-      if (o.c.state !== "created") continue;
-      const files = spec.pod.containers[o.id.index]?.secretFiles ?? [];
-      const why = secretsNotReady(this.o.secretMarker(o.c.id), this.name, files);
-      if (why === undefined) continue;
-      this.waitingForSecrets.set(pod.instance, why);
-      this.wakeAt(this.now + secretsRecheckMs);
-      return true;
-    }
-    return false;
+    const why = secretsWait(spec, this.name, pod, this.options.secretMarker);
+    if (why === undefined) return false;
+    this.waitingForSecrets.set(pod.instance, why);
+    this.wakeAt(this.now + secretsRecheckMs);
+    return true;
   }
 
   private async startPod(instance: number, pod: PodCandidate, restart: boolean): Promise<void> {
     try {
-      await this.startContainers(pod);
-      const rec = this.record(instance);
-      this.setRecord(instance, { ...rec, restarts: rec.restarts + (restart ? 1 : 0) });
-      if (restart) this.log.info({ instance, restarts: rec.restarts + 1 }, "restarted per restart policy");
-    } catch (e) {
-      if (this.signal.aborted) throw e;
-      this.fail(instance, `cannot start: ${(e as Error).message}`, "start");
-    }
-  }
-
-  private async startContainers(pod: PodCandidate): Promise<void> {
-    for (const o of podContainers(pod)) {
-      if (o.c.state === "running") continue;
-      const generation = this.o.cache.get(o.c.node, o.c.id)?.generation;
-      await this.o.cluster.start(o.c, { signal: this.signal });
-      this.o.cache.recordStarted(o.c.node, o.c.id, generation);
+      await startContainers(this.ops, podContainers(pod).map((observed) => observed.c));
+      const record = this.record(instance);
+      this.setRecord(instance, { ...record, restarts: record.restarts + (restart ? 1 : 0) });
+      if (restart) this.log.info({ instance, restarts: record.restarts + 1 }, "restarted per restart policy");
+    } catch (error) {
+      if (this.signal.aborted) throw error;
+      this.fail(instance, `cannot start: ${(error as Error).message}`, "start");
     }
   }
 
   private fail(instance: number, error: string, kind: "deploy" | "start"): void {
     this.log.warn({ instance, error }, kind === "deploy" ? "instance not deployed" : "instance not started");
-    const rec = countFailure(this.record(instance), error, kind, this.now, this.o.backoff);
-    this.setRecord(instance, rec);
-    const at = kind === "deploy" ? rec.nextDeployAt : rec.nextAttemptAt;
+    const record = countFailure(this.record(instance), error, kind, this.now, this.options.backoff);
+    this.setRecord(instance, record);
+    const at = kind === "deploy" ? record.nextDeployAt : record.nextAttemptAt;
     if (at !== undefined) this.wakeAt(at);
   }
 
   /** Older-format containers kept for their instance are renamed to the current name form in place. */
-  private async renameLegacy(): Promise<void> {
-    for (const v of this.view.instances.values()) {
-      if (!v.kept || !this.reachable(v.kept.node)) continue;
-      for (const o of v.kept.containers.values()) {
-        if (o.id.format === currentFormat) continue;
-        const want = containerName(o.id);
-        if (o.c.name === want) continue;
-        try {
-          await this.o.cluster.rename(o.c, want, { signal: this.signal });
-          this.o.cache.recordRenamed(o.c.node, o.c.id, want);
-          this.log.info({ from: o.c.name, to: want }, "older-format container adopted in place");
-        } catch (e) {
-          if (this.signal.aborted) throw e;
-          const rec = this.record(v.instance);
-          this.setRecord(v.instance, { ...rec, lastError: `cannot rename older-format container ${o.c.name} to ${want}: ${(e as Error).message}` });
-        }
+  private async renameLegacy(renames: InstancesPlan["renames"]): Promise<void> {
+    for (const { instance, container, to } of renames) {
+      try {
+        await this.options.cluster.rename(container, to, { signal: this.signal });
+        this.options.cache.recordRenamed(container.node, container.id, to);
+        this.log.info({ from: container.name, to }, "older-format container adopted in place");
+      } catch (error) {
+        if (this.signal.aborted) throw error;
+        this.setRecord(instance, { ...this.record(instance), lastError: `cannot rename older-format container ${container.name} to ${to}: ${(error as Error).message}` });
       }
     }
   }
@@ -879,108 +646,99 @@ class Pass {
    * the kept pod is stopped and kept as the instance's previous containers instead, replacing
    * those kept before; otherwise the previous containers go with the instance.
    */
-  private async removeInstance(v: InstanceView, killTimeout: number, keepPrevious = false): Promise<void> {
-    const all = instanceContainers(v).map((o) => o.c).filter((c) => this.reachable(c.node));
-    if (keepPrevious && v.kept && this.reachable(v.kept.node)) {
-      const kept = podContainers(v.kept).map((o) => o.c);
-      await stopAndRemove(this.ops, all.filter((c) => !kept.includes(c)), killTimeout);
-      await this.keepAsPrevious(v.instance, kept, killTimeout);
+  private async removeInstance(instanceView: InstanceView, killTimeout: number, keepPrevious = false): Promise<void> {
+    const instance = instanceView.instance;
+    const all = instanceContainers(instanceView).map((observed) => observed.c).filter((container) => this.reachable(container.node));
+    if (keepPrevious && instanceView.kept && this.reachable(instanceView.kept.node)) {
+      const kept = podContainers(instanceView.kept).map((observed) => observed.c);
+      await stopAndRemove(this.ops, all.filter((container) => !kept.includes(container)), killTimeout);
+      await this.keepAsPrevious(instance, kept, killTimeout);
     } else {
-      const previous = (this.view.previous.get(v.instance) ?? []).map((p) => p.c).filter((c) => this.reachable(c.node));
+      const previous = (this.view.previous.get(instance) ?? []).map((previousContainer) => previousContainer.c).filter((container) => this.reachable(container.node));
       await stopAndRemove(this.ops, [...all, ...previous], killTimeout);
     }
-    await this.sweep((c) => identify(c, this.name)?.instance === v.instance || (!keepPrevious && previousSlot(c.name, this.name)?.instance === v.instance));
+    await this.sweep(
+      (container) => identify(container, this.name)?.instance === instance || (!keepPrevious && previousSlot(container.name, this.name)?.instance === instance),
+    );
   }
 
   /**
-   * The previous container (docs/podgroup-controller.md, "The previous container"): the replaced
-   * pod's containers are stopped and renamed to the instance's previous names, after the ones kept
-   * before were removed (at most one per instance and container index). A container that cannot
-   * be kept so is removed, as before.
+   * The previous container (docs/podgroup-controller.md, "The previous container"; R12): the
+   * replaced pod's containers are stopped and renamed to the instance's previous names, after the
+   * ones kept before were removed (at most one per instance and container index). A container
+   * that cannot be kept so is removed, as before.
    */
   private async keepAsPrevious(instance: number, pod: CachedContainer[], killTimeout: number): Promise<void> {
-    const older = (this.view.previous.get(instance) ?? []).map((p) => p.c);
-    await stopAndRemove(this.ops, older.filter((c) => this.reachable(c.node)), killTimeout, true);
+    const older = (this.view.previous.get(instance) ?? []).map((previousContainer) => previousContainer.c);
+    await stopAndRemove(this.ops, older.filter((container) => this.reachable(container.node)), killTimeout, true);
     await settleAll(
-      pod.map(async (c) => {
-        const index = identify(c, this.name)?.index ?? 0;
+      pod.map(async (container) => {
+        const index = identify(container, this.name)?.index ?? 0;
         const name = previousContainerName(this.name, instance, index);
         try {
-          await this.o.cluster.stop(c, { timeoutSeconds: killTimeout, signal: this.signal });
-          await this.o.cluster.rename(c, name, { signal: this.signal });
-          this.o.cache.recordRenamed(c.node, c.id, name);
-          this.o.cache.recordDetails(await this.o.cluster.inspect(c, { signal: this.signal }), undefined);
-          this.log.info({ container: c.name, node: c.node, as: name }, "replaced container kept as the previous one");
-        } catch (e) {
-          if (this.signal.aborted) throw e;
-          if (e instanceof NotFoundError && e.resource === "container") {
-            this.o.cache.recordRemoved(c.node, c.id);
+          await this.options.cluster.stop(container, { timeoutSeconds: killTimeout, signal: this.signal });
+          await this.options.cluster.rename(container, name, { signal: this.signal });
+          this.options.cache.recordRenamed(container.node, container.id, name);
+          this.options.cache.recordDetails(await this.options.cluster.inspect(container, { signal: this.signal }), undefined);
+          this.log.info({ container: container.name, node: container.node, as: name }, "replaced container kept as the previous one");
+        } catch (error) {
+          if (this.signal.aborted) throw error;
+          if (error instanceof NotFoundError && error.resource === "container") {
+            this.options.cache.recordRemoved(container.node, container.id);
             return;
           }
-          this.log.warn({ err: e, container: c.name }, "cannot keep the replaced container; removing it");
-          await stopAndRemove(this.ops, [c], killTimeout, true);
+          this.log.warn({ err: error, container: container.name }, "cannot keep the replaced container; removing it");
+          await stopAndRemove(this.ops, [container], killTimeout, true);
         }
       }),
     );
   }
 
   /** Relist every reachable node for the group's containers and force-remove those `match` selects. */
-  private async sweep(match: (c: { name: string; labels: Readonly<Record<string, string>> }) => boolean): Promise<number> {
+  private async sweep(match: (container: { name: string; labels: Readonly<Record<string, string>> }) => boolean): Promise<number> {
     let removed = 0;
-    const all = await this.o.nodes.get(this.signal);
+    const nodes = await this.options.nodes.get(this.signal);
     await settleAll(
-      all
-        .filter((n) => this.reachable(n.name))
-        .map(async (n) => {
-          removed += await sweepNode(this.ops, n.name, `${labelKeys.podGroup}=${this.name}`, match);
+      nodes
+        .filter((node) => this.reachable(node.name))
+        .map(async (node) => {
+          removed += await sweepNode(this.ops, node.name, `${labelKeys.podGroup}=${this.name}`, match);
         }),
     );
     return removed;
   }
 
-  // ---- removal of the whole group -------------------------------------------------------------
+  // ---- removal of the whole group (plan-removal.ts) --------------------------------------------
 
-  private async remove(): Promise<Result | void> {
+  private async runRemoval(): Promise<Result | void> {
     const killTimeout = this.spec ? killTimeoutOf(this.spec.pod) : 10;
-    const withContainers = [...this.view.instances.values()].sort((a, b) => b.instance - a.instance);
-    const reachableOnes = withContainers.filter((v) => instanceContainers(v).some((o) => this.reachable(o.c.node)));
+    const batch = planRemovalBatch(this.view, (node) => this.reachable(node), this.options.removeConcurrency);
     // Kept previous containers are stopped already: removed at once, whatever the batch.
-    const previous = [...this.view.previous.values()].flat().map((p) => p.c).filter((c) => this.reachable(c.node));
-    if (previous.length > 0) await stopAndRemove(this.ops, previous, killTimeout, true);
-    if (reachableOnes.length > 0) {
+    if (batch.previous.length > 0) await stopAndRemove(this.ops, batch.previous, killTimeout, true);
+    if (batch.instances.length > 0) {
       await this.writeStatus(false); // "removing" is visible while the stops take their time
-      // Highest InstanceNo first, a bounded batch per pass.
-      const batch = reachableOnes.slice(0, this.o.removeConcurrency);
-      await settleAll(
-        batch.map((v) =>
-          stopAndRemove(
-            this.ops,
-            instanceContainers(v).map((o) => o.c).filter((c) => this.reachable(c.node)),
-            killTimeout,
-          ),
-        ),
-      );
+      await settleAll(batch.instances.map((containers) => stopAndRemove(this.ops, containers, killTimeout)));
       this.observe();
     }
     const left = this.containers();
-    const unreachable = [...new Set(left.map((c) => c.node).filter((n) => !this.reachable(n)))];
-    // A down node is waited for only if it may hold something of the group: a pod the last status
-    // places there (unseenPods), or anything at all when it has not been listed since start. A
-    // node that was listed and holds none of the group's containers has nothing to confirm.
-    const unseen = [...unseenPods(this.view, this.statusEntry?.status?.pods ?? [], (n) => this.reachable(n)).values()].map((p) => p.node);
-    const allNodes = await this.o.nodes.get(this.signal);
-    const down = allNodes
-      .filter((n) => !this.reachable(n.name) && (unseen.includes(n.name) || !this.o.cache.listedSinceStart(n.name)))
-      .map((n) => n.name);
-    if (left.some((c) => this.reachable(c.node)) || unreachable.length > 0 || down.length > 0) {
-      if (unreachable.length > 0 || down.length > 0) {
-        this.notes.push(`waiting for node ${[...new Set([...unreachable, ...down])].join(", ")} to confirm the removal`);
-        this.wakeAt(this.now + 5_000);
+    const nodes = await this.options.nodes.get(this.signal);
+    const next = planRemovalFinish({
+      left,
+      view: this.view,
+      lastPods: this.lastPods(),
+      nodes: nodes.map((node) => node.name),
+      reachable: (node) => this.reachable(node),
+      listedSinceStart: (node) => this.options.cache.listedSinceStart(node),
+    });
+    if (next.kind === "wait") {
+      if (next.waitingFor.length > 0) {
+        this.notes.push(`waiting for node ${next.waitingFor.join(", ")} to confirm the removal`);
+        this.wakeAt(this.now + removalNodeRecheckMs);
       } else {
         this.wakeAt(this.now + asap);
       }
       await this.writeStatus(false);
-      await this.r.deleteTasks(this.tasks);
+      await this.reconciler.deleteTasks(this.tasks);
       return this.result();
     }
     // Every node reachable and nothing cached: the relist from the engines has the last word.
@@ -988,48 +746,43 @@ class Pass {
       await this.writeStatus(false);
       return { requeueAfterMs: asap };
     }
-    await this.r.deleteKeys(this.name, this.mem, this.specEntry, this.statusEntry, this.tasks);
+    await this.reconciler.deleteKeys(this.name, this.mem, this.specEntry, this.statusEntry, this.tasks);
     this.log.info("podgroup removed");
     return;
   }
 
   // ---- status ---------------------------------------------------------------------------------
 
-  /** Build the status from what is observed now and write it if it changed. `intent`: before a step (R2). */
+  /** Build the status from what is observed now and write it if it changed (R8). `intent`: before a step (R2). */
   private async writeStatus(intent: boolean): Promise<void> {
     const removing = !this.spec || this.spec.deleting === true;
-    if (this.view.instances.size > 0) await this.o.nodes.get(this.signal).catch(() => undefined); // node addresses
+    if (this.view.instances.size > 0) await this.options.nodes.get(this.signal).catch(() => undefined); // node addresses
     const status = buildStatus({
       spec: this.spec,
       removing,
       view: this.view,
       internal: this.internal,
       previous: this.statusEntry?.status,
-      reachable: (n) => this.reachable(n),
-      nodeAddress: (n) => this.o.nodes.address(n),
+      reachable: (node) => this.reachable(node),
+      nodeAddress: (node) => this.options.nodes.address(node),
       ...(this.halted !== undefined && { halted: this.halted }),
       waitingForSecrets: this.waitingForSecrets,
       pulling: this.pulling,
       notes: this.notes,
-      now: this.o.now(),
+      now: this.options.now(),
     });
-    this.statusEntry = await this.r.writeStatus(this.name, this.mem, this.statusEntry, status);
+    this.statusEntry = await this.reconciler.writeStatus(this.name, this.mem, this.statusEntry, status);
     if (intent) this.log.info({ rollout: this.internal.rollout }, "rollout step recorded");
   }
 
   private result(): Result {
-    const at = Math.min(...this.wakeups);
-    return { requeueAfterMs: Math.max(asap, Math.ceil(at - this.o.now())) };
+    return this.wakeups.result(this.options.now());
   }
 }
 
-function filterText(f: PlacementFilter): string {
-  return `${f.kind === "node" ? "node" : `label:${f.key}`}${f.op}${f.value}`;
-}
-
-function deployError(e: unknown, node: string): string {
-  if (e instanceof ForeignContainerError) return e.message;
-  if (e instanceof NotFoundError && e.resource === "image") return `image not found on ${node}: ${e.message}`;
-  if (e instanceof EngineUnavailableError) return `node ${node} did not answer: ${e.message}`;
-  return `cannot deploy on ${node}: ${(e as Error).message}`;
+function deployError(error: unknown, node: string): string {
+  if (error instanceof ForeignContainerError) return error.message;
+  if (error instanceof NotFoundError && error.resource === "image") return `image not found on ${node}: ${error.message}`;
+  if (error instanceof EngineUnavailableError) return `node ${node} did not answer: ${error.message}`;
+  return `cannot deploy on ${node}: ${(error as Error).message}`;
 }

@@ -140,7 +140,7 @@ export interface InstanceRecord extends RestartRecord {
   node?: string;
   /** The instance's drift count: a pod deployed for it carries this (the highest drift wins in classify). */
   drift?: number;
-  /** A drift in progress (R2: recorded before the pod on `from` is removed); cleared once the new pod exists. */
+  /** A drift in progress (R6: recorded before the pod on `from` is removed); cleared once the new pod exists. */
   move?: DriftMove;
 }
 

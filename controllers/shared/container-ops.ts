@@ -19,18 +19,18 @@ export interface ContainerOpsContext {
  * gone meanwhile is recorded as removed. A failed inspect is logged, not thrown: the pass goes on
  * with what the cache knows (events keep it current).
  */
-export async function inspectAll(x: ContainerOpsContext, cs: readonly CachedContainer[], concurrency: number): Promise<void> {
-  if (cs.length === 0) return;
-  const q = new PQueue({ concurrency });
+export async function inspectAll(ops: ContainerOpsContext, containers: readonly CachedContainer[], concurrency: number): Promise<void> {
+  if (containers.length === 0) return;
+  const queue = new PQueue({ concurrency });
   await Promise.all(
-    cs.map((c) =>
-      q.add(async () => {
+    containers.map((container) =>
+      queue.add(async () => {
         try {
-          x.cache.recordDetails(await x.cluster.inspect(c, { signal: x.signal }), c.generation);
-        } catch (e) {
-          if (e instanceof NotFoundError && e.resource === "container") x.cache.recordRemoved(c.node, c.id);
-          else if (x.signal.aborted) throw e;
-          else x.log.warn({ err: e, container: c.name }, "inspect failed");
+          ops.cache.recordDetails(await ops.cluster.inspect(container, { signal: ops.signal }), container.generation);
+        } catch (error) {
+          if (error instanceof NotFoundError && error.resource === "container") ops.cache.recordRemoved(container.node, container.id);
+          else if (ops.signal.aborted) throw error;
+          else ops.log.warn({ err: error, container: container.name }, "inspect failed");
         }
       }),
     ),
@@ -42,21 +42,36 @@ export async function inspectAll(x: ContainerOpsContext, cs: readonly CachedCont
  * it with force, so nothing is left behind even when the stop failed. All run at once; the first
  * failure is rethrown after every one settled.
  */
-export async function stopAndRemove(x: ContainerOpsContext, cs: readonly CachedContainer[], killTimeout: number, force = false): Promise<void> {
+export async function stopAndRemove(ops: ContainerOpsContext, containers: readonly CachedContainer[], killTimeout: number, force = false): Promise<void> {
   await settleAll(
-    cs.map(async (c) => {
-      if (!force && (c.state === "running" || c.state === "paused" || c.state === "restarting")) {
+    containers.map(async (container) => {
+      if (!force && (container.state === "running" || container.state === "paused" || container.state === "restarting")) {
         try {
-          await x.cluster.stop(c, { timeoutSeconds: killTimeout, signal: x.signal });
-        } catch (e) {
-          if (x.signal.aborted) throw e;
-          if (!(e instanceof NotFoundError)) x.log.warn({ err: e, container: c.name }, "stop failed; removing with force");
+          await ops.cluster.stop(container, { timeoutSeconds: killTimeout, signal: ops.signal });
+        } catch (error) {
+          if (ops.signal.aborted) throw error;
+          if (!(error instanceof NotFoundError)) ops.log.warn({ err: error, container: container.name }, "stop failed; removing with force");
         }
       }
-      await removeQuietly(x, c);
-      x.log.info({ container: c.name, node: c.node, force }, "container removed");
+      await removeQuietly(ops, container);
+      ops.log.info({ container: container.name, node: container.node, force }, "container removed");
     }),
   );
+}
+
+/**
+ * Start every container of `containers` that is not running, one after another (a pod's containers start
+ * in index order). Each start is recorded in the cache with the generation read before the call,
+ * so an event that arrived meanwhile (the container died at once) wins over our record
+ * (adapters/cluster/container-cache.ts, I3). The first failure is thrown; the containers after it are not started.
+ */
+export async function startContainers(ops: ContainerOpsContext, containers: readonly CachedContainer[]): Promise<void> {
+  for (const container of containers) {
+    if (container.state === "running") continue;
+    const generation = ops.cache.get(container.node, container.id)?.generation;
+    await ops.cluster.start(container, { signal: ops.signal });
+    ops.cache.recordStarted(container.node, container.id, generation);
+  }
 }
 
 /**
@@ -64,23 +79,23 @@ export async function stopAndRemove(x: ContainerOpsContext, cs: readonly CachedC
  * force-remove those `match` selects: what a removal leaves behind when the cache missed a
  * container. Returns how many were removed.
  */
-export async function sweepNode(x: ContainerOpsContext, node: string, label: string, match: (c: ContainerSummary) => boolean): Promise<number> {
-  const found = await x.cluster.listContainers(node, { all: true, filters: { label: [label] }, signal: x.signal });
+export async function sweepNode(ops: ContainerOpsContext, node: string, label: string, match: (container: ContainerSummary) => boolean): Promise<number> {
+  const found = await ops.cluster.listContainers(node, { all: true, filters: { label: [label] }, signal: ops.signal });
   let removed = 0;
-  for (const c of found.filter(match)) {
-    await removeQuietly(x, c);
+  for (const container of found.filter(match)) {
+    await removeQuietly(ops, container);
     removed++;
-    x.log.info({ container: c.name, node: c.node }, "leftover container removed");
+    ops.log.info({ container: container.name, node: container.node }, "leftover container removed");
   }
   return removed;
 }
 
 /** Remove with force; a container already gone is not an error. */
-async function removeQuietly(x: ContainerOpsContext, c: { node: string; id: string }): Promise<void> {
+async function removeQuietly(ops: ContainerOpsContext, container: { node: string; id: string }): Promise<void> {
   try {
-    await x.cluster.remove(c, { force: true, volumes: true, signal: x.signal });
-  } catch (e) {
-    if (!(e instanceof NotFoundError && e.resource === "container")) throw e;
+    await ops.cluster.remove(container, { force: true, volumes: true, signal: ops.signal });
+  } catch (error) {
+    if (!(error instanceof NotFoundError && error.resource === "container")) throw error;
   }
-  x.cache.recordRemoved(c.node, c.id);
+  ops.cache.recordRemoved(container.node, container.id);
 }

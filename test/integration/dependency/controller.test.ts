@@ -27,9 +27,14 @@ async function docker(engine: string, ...args: string[]): Promise<string> {
 describe("AddSpec and AddPod", () => {
   it("deploys nothing for a stored dependency until an instance needs it, then one pod on its node (node policy)", async () => {
     const dep = h.name("d");
+    const stored = Date.now();
     await h.createDependency(dep);
-    await new Promise((r) => setTimeout(r, 1_000));
+    // At least as long as a fixed 1 s sleep, and at least two whole passes with the spec and no
+    // reference (the first on the spec's arrival, the next its periodic refresh): a deploy made
+    // late in a pass, or after it, or only on a later pass, has had its chance.
+    await h.until("1 s and two passes of the unreferenced dependency", async () => Date.now() - stored >= 1_000 && h.dep!.passes(dep).passes >= 2, 15_000, 20);
     expect(await h.actual(dep)).toEqual([]);
+    expect(await h.status(dep)).toMatchObject({ state: "idle", pods: [] });
 
     const g = h.name("g");
     await h.putGroup(g, "ns-a", [{ podName: dep, policy: node }], ["n1", "n1", "n2"]);
@@ -129,10 +134,11 @@ describe("RemovePod, VerifyPod and garbage collection", () => {
     });
     const reclaimAt = Date.parse(zero.verifyTime) + gcMs;
     expect(zero.reclaimAt).toBe(new Date(reclaimAt).toISOString());
-    // Not removed at once (RemovePod never removes), and still there shortly before its time.
-    await new Promise((r) => setTimeout(r, Math.max(0, reclaimAt - Date.now() - 700)));
-    expect((await h.actual(dep)).map((c) => c.id)).toEqual([zero.containers[0]!.id]);
-    await h.until("reclaimed", async () => (await h.actual(dep)).length === 0, 5_000);
+    // Not removed at once (RemovePod never removes), and still there shortly before its time:
+    // the same container at every poll until it is gone, the last of them at most 700 ms before it.
+    const seen = await h.watchUntilGone(dep, reclaimAt - Date.now() + 4_300);
+    expect(seen.lists).toEqual([zero.containers[0]!.id]);
+    expect(seen.lastPresentAt).toBeGreaterThanOrEqual(reclaimAt - 700);
     expect(Date.now()).toBeGreaterThanOrEqual(reclaimAt);
     await h.until("its status entry dropped", async () => (await h.status(dep))?.pods.length === 0);
   });
@@ -147,7 +153,8 @@ describe("RemovePod, VerifyPod and garbage collection", () => {
     await h.until("refCount 0", async () => (await h.pod(dep, "n1", ""))?.refCount === 0);
     await h.putGroup(g, "ns", [{ podName: dep, policy: node }], ["n1"]);
     await h.until("refCount 1", async () => (await h.pod(dep, "n1", ""))?.refCount === 1);
-    await new Promise((r) => setTimeout(r, gcMs + 1_500));
+    // A pass well after the GC time that applied to the unreferenced pod: it is kept.
+    await h.passAfter(dep, Date.now() + gcMs + 1_500);
     expect((await h.actual(dep)).map((c) => c.id)).toEqual([p.containers[0]!.id]);
   });
 
@@ -177,8 +184,8 @@ describe("Periodic refresh", () => {
       const a = await h.actual(dep);
       return a.length === 1 && a[0]!.state === "running" && a;
     });
-    // Three refresh intervals (2 s each).
-    await new Promise((r) => setTimeout(r, 6_500));
+    // Three full refreshes (every 2 s): each inspects the pod and looks it up by its label.
+    await h.refreshes(dep, 3);
     const after = await h.actual(dep);
     expect(after.map((x) => [x.id, x.state])).toEqual([[c!.id, "running"]]);
     expect((await h.pod(dep, "n1", ""))?.restartCount).toBe(0);

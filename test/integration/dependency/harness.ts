@@ -260,6 +260,45 @@ export class Harness {
   until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 30_000, everyMs = 100): Promise<T> {
     return pollUntil(what, check, timeoutMs, everyMs);
   }
+
+  /**
+   * Until the running controller has ended `count` more full refreshes of `name` (every container
+   * inspected, a referenced slot verified) than when called: what "nothing changed over several
+   * refreshes" waits for, instead of a fixed sleep.
+   */
+  async refreshes(name: string, count: number, timeoutMs = 30_000): Promise<void> {
+    const dep = this.dep!;
+    const base = dep.passes(name).fullRefreshes;
+    await this.until(`${count} full refreshes of ${name}`, async () => dep.passes(name).fullRefreshes >= base + count, timeoutMs, 20);
+  }
+
+  /**
+   * Until a pass of `name` that began at or after `at` (wall-clock ms) has ended: by then the
+   * controller has acted on everything due before `at` (a GC time, a reclaim it must not make).
+   */
+  async passAfter(name: string, at: number, timeoutMs = Math.max(0, at - Date.now()) + 15_000): Promise<void> {
+    const dep = this.dep!;
+    await this.until(`a pass of ${name} begun after ${new Date(at).toISOString()}`, async () => dep.passes(name).lastStartedAt >= at, timeoutMs, 20);
+  }
+
+  /**
+   * Poll `name`'s containers until there are none; returns what was seen before: the distinct id
+   * lists, and the time of the last poll that still found some (it began then).
+   */
+  async watchUntilGone(name: string, timeoutMs: number, seen: (ids: string[]) => Promise<void> = async () => undefined): Promise<{ lists: string[]; lastPresentAt: number }> {
+    const lists = new Set<string>();
+    let lastPresentAt = 0;
+    await this.until(`${name} gone`, async () => {
+      const at = Date.now();
+      const ids = (await this.actual(name)).map((c) => c.id);
+      if (ids.length === 0) return true;
+      lists.add(ids.join());
+      lastPresentAt = at;
+      await seen(ids);
+      return false;
+    }, timeoutMs, 100);
+    return { lists: [...lists], lastPresentAt };
+  }
 }
 
 /** The dependency pod these tests use: the test image serving, networking off. */

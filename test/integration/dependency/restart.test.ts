@@ -37,17 +37,33 @@ describe("restart between the last reference and the GC time", () => {
     const reclaimAt = Date.parse(zero.verifyTime) + gcMs;
 
     await h.stopControllers();
+    // A real period with no controller at all, on purpose (not a wait for something to happen):
+    // the pod's GC time keeps running while nobody is there to count it, so the new controller
+    // must reclaim it from the stored verifyTime, with less time left than a fresh count would
+    // give, and not from when it came up. The gap is measured, so it cannot shrink unnoticed.
+    const stoppedAt = Date.now();
     await new Promise((r) => setTimeout(r, 1_000));
+    expect(Date.now() - stoppedAt).toBeGreaterThanOrEqual(1_000);
     await h.startControllers();
-    // Not early: the new controller still has the pod shortly before its time...
-    await new Promise((r) => setTimeout(r, Math.max(0, reclaimAt - Date.now() - 1_000)));
-    expect((await h.actual(dep)).map((x) => x.id)).toEqual([c!.id]);
-    expect((await h.pod(dep, "n1", ""))?.verifyTime).toBe(zero.verifyTime);
+    // Not early: the new controller still has the pod, with the stored verifyTime and the reclaim
+    // time counted from it (not from the new controller's start, a second or more later), at every
+    // poll until shortly before its time...
+    const verifyTimes = new Set<string>();
+    const reclaimTimes = new Set<string>();
+    const seen = await h.watchUntilGone(dep, reclaimAt - Date.now() + 3_000, async () => {
+      const pod = await h.pod(dep, "n1", "");
+      if (pod) verifyTimes.add(pod.verifyTime);
+      if (pod?.reclaimAt !== undefined) reclaimTimes.add(pod.reclaimAt);
+    });
+    expect(seen.lists).toEqual([c!.id]);
+    expect([...verifyTimes]).toEqual([zero.verifyTime]);
+    expect(zero.reclaimAt).toBe(new Date(reclaimAt).toISOString());
+    expect([...reclaimTimes]).toEqual([zero.reclaimAt]);
+    expect(seen.lastPresentAt).toBeGreaterThanOrEqual(reclaimAt - 1_000);
     // ...on time: gone within a few seconds after it (never before it).
-    await h.until("reclaimed", async () => (await h.actual(dep)).length === 0, 4_000, 100);
     expect(Date.now()).toBeGreaterThanOrEqual(reclaimAt);
-    // The referenced one is untouched.
-    await new Promise((r) => setTimeout(r, 500));
+    // The referenced one is untouched by the new controller's next full refresh.
+    await h.refreshes(kept, 1);
     expect((await h.actual(kept)).map((x) => [x.id, x.state])).toEqual([[k!.id, "running"]]);
   });
 });

@@ -12,7 +12,6 @@ const h = new Harness({ gcMs });
 beforeAll(() => h.start());
 afterAll(() => h.cleanup());
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** The dependency's containers on n1 (this file uses n1 only: other files restart n2 at times). */
 const onN1 = (dep: string) => h.cluster.listContainers("n1", { all: true, filters: { label: [`${labelKeys.dependency}=${dep}`] } });
 
@@ -30,7 +29,8 @@ describe("references from the version each instance runs", () => {
 
     // cmd=spec: version 2 lists nothing; both instances still run version 1.
     await h.putGroup(g, "ns", [], ["n1", "n1"], { spec: 2, pods: 1, only: "spec" });
-    await sleep(gcMs + 1_500);
+    // A pass well after the GC time a dropped count would have started: nothing reclaimed.
+    await h.passAfter(dep, Date.now() + gcMs + 1_500);
     const during = await h.pod(dep, "n1", "");
     expect(during?.refCount).toBe(2);
     expect((await onN1(dep)).map((c) => [c.id, c.state])).toEqual([[first.containers[0]!.id, "running"]]);
@@ -68,7 +68,7 @@ describe("references from the version each instance runs", () => {
     });
     await h.stopControllers();
     await h.startControllers();
-    await sleep(gcMs + 1_500);
+    await h.passAfter(dep, Date.now() + gcMs + 1_500);
     expect((await h.pod(dep, "n1", "ns-r"))?.refCount).toBe(1);
     expect((await onN1(dep)).map((c) => c.id)).toEqual([running.containers[0]!.id]);
   });

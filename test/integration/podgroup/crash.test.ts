@@ -8,11 +8,13 @@ import { fileURLToPath } from "node:url";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import type { ContainerEvent, Subscription } from "../../../adapters/cluster/index.ts";
 import { labelKeys } from "../../../controllers/podgroup/naming.ts";
-import { groupSpec, Harness, services, type Actual } from "./harness.ts";
+import { groupSpec, Harness, services, timeAndPass, type Actual } from "./harness.ts";
 
 const fixture = fileURLToPath(new URL("./fixtures/orchestrator.ts", import.meta.url));
 const h = new Harness();
 const children = new Set<ChildProcess>();
+/** Passes of each group a child orchestrator reported finished ({"event":"passes"} lines). */
+const passesOf = new Map<ChildProcess, Map<string, number>>();
 
 /**
  * Start an orchestrator process; resolves once its caches have synced. The container cache is
@@ -28,6 +30,17 @@ async function startOrchestrator(): Promise<ChildProcess> {
   children.add(child);
   child.once("exit", () => children.delete(child));
   const lines = createInterface({ input: child.stdout! });
+  const passes = new Map<string, number>();
+  passesOf.set(child, passes);
+  lines.on("line", (line) => {
+    let report: { event?: string; group?: string; count?: number } = {};
+    try {
+      report = JSON.parse(line) as typeof report;
+    } catch {
+      return; // not one of the fixture's reports (a log line)
+    }
+    if (report.event === "passes" && report.group !== undefined && report.count !== undefined) passes.set(report.group, report.count);
+  });
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error("orchestrator did not sync within 30 s")), 30_000);
     lines.on("line", (line) => {
@@ -48,11 +61,20 @@ async function kill(child: ChildProcess): Promise<void> {
   await exited;
 }
 
-/** Resolves with the first container event of `group` that `match` accepts. */
-function onEvent(group: string, match: (e: ContainerEvent) => boolean): { seen: Promise<ContainerEvent>; sub: Subscription } {
+/**
+ * Wait until `ms` have passed since `since` and a pass of `group` that `child` began after that has
+ * finished (harness.ts, timeAndPass; its reports lag by the 20 ms interval and the pipe).
+ */
+async function childWaitedAndLooked(child: ChildProcess, group: string, since: number, ms: number): Promise<void> {
+  const passes = passesOf.get(child)!;
+  await timeAndPass({ what: `${ms} ms and a pass of ${group}`, finished: () => passes.get(group) ?? 0, since, ms, lagMs: 250 });
+}
+
+/** Resolves with the first container event of `group` that `match` accepts; the stream is live once this returns. */
+async function onEvent(group: string, match: (e: ContainerEvent) => boolean): Promise<{ seen: Promise<ContainerEvent>; sub: Subscription }> {
   let resolve!: (e: ContainerEvent) => void;
   const seen = new Promise<ContainerEvent>((r) => (resolve = r));
-  const sub = h.cluster.subscribe(
+  const sub = await h.subscribe(
     (ev) => {
       if (ev.type === "container" && match(ev)) resolve(ev);
     },
@@ -97,8 +119,7 @@ describe("crash safety", () => {
 
     // Kill 1: right after instance 1's v1 container is stopped and kept as its previous container
     // (renamed; the update wait has begun).
-    let w = onEvent(name, (e) => (e.action === "destroy" || e.action === "rename") && e.labels[labelKeys.instance] === "1" && e.labels[labelKeys.version] === "1");
-    await new Promise((r) => setTimeout(r, 300));
+    let w = await onEvent(name, (e) => (e.action === "destroy" || e.action === "rename") && e.labels[labelKeys.instance] === "1" && e.labels[labelKeys.version] === "1");
     await h.updatePod(name, (pod) => (pod.containers[0]!.env = ["V=2"]));
     await w.seen;
     await kill(child);
@@ -109,7 +130,7 @@ describe("crash safety", () => {
 
     // Kill 2: the moment instance 2's v2 container is created (before it is started or recorded).
     child = await startOrchestrator();
-    w = onEvent(name, (e) => e.action === "create" && e.labels[labelKeys.instance] === "2" && e.labels[labelKeys.version] === "2");
+    w = await onEvent(name, (e) => e.action === "create" && e.labels[labelKeys.instance] === "2" && e.labels[labelKeys.version] === "2");
     await w.seen;
     await kill(child);
     await w.sub.unsubscribe();
@@ -123,8 +144,8 @@ describe("crash safety", () => {
     await sampler;
     expect(worst).toBe(1);
     expectExact(final, 4, 2);
-    // No duplicates appear later either (a refresh or two after convergence).
-    await new Promise((r) => setTimeout(r, 2_500));
+    // No duplicates appear later either: a refresh or two after convergence, and a pass since.
+    await childWaitedAndLooked(child, name, Date.now(), 2_500);
     expectExact(await h.actual(name), 4, 2);
     await kill(child);
   }, 120_000); // a restarted orchestrator first waits out the killed one's lease
@@ -135,8 +156,7 @@ describe("crash safety", () => {
     let child = await startOrchestrator();
     const one = await h.converged(name, 1, 1);
 
-    const w = onEvent(name, (e) => e.action === "create");
-    await new Promise((r) => setTimeout(r, 300));
+    const w = await onEvent(name, (e) => e.action === "create");
     await h.patch(name, (s) => (s.numInstances = 6));
     await w.seen;
     await kill(child);
@@ -151,7 +171,8 @@ describe("crash safety", () => {
     expect(final[0]!.c.id).toBe(one[0]!.c.id);
     // Containers created before the kill were adopted, not replaced.
     for (const m of mid) expect(final.some((f) => f.c.id === m.c.id)).toBe(true);
-    await new Promise((r) => setTimeout(r, 2_500));
+    // No duplicates appear later either: a refresh or two after convergence, and a pass since.
+    await childWaitedAndLooked(child, name, Date.now(), 2_500);
     expectExact(await h.actual(name), 6, 1);
     await kill(child);
   }, 120_000); // a restarted orchestrator first waits out the killed one's lease

@@ -109,14 +109,13 @@ describe("change instance count", () => {
     expect(up.slice(0, 2).map((a) => a.c.id)).toEqual(before.map((a) => a.c.id)); // untouched
 
     const destroyed: number[] = [];
-    const sub = h.cluster.subscribe(
+    const sub = await h.subscribe(
       (ev) => {
         if (ev.type === "container" && ev.action === "destroy") destroyed.push(Number((ev as ContainerEvent).labels[labelKeys.instance]));
       },
       { filters: { label: [`${labelKeys.podGroup}=${name}`], event: ["destroy"] } },
     );
     try {
-      await new Promise((r) => setTimeout(r, 300)); // the subscription's first relist
       await h.patch(name, (s) => (s.numInstances = 1));
       const down = await h.converged(name, 1, 1);
       expect(down[0]!.c.id).toBe(before[0]!.c.id);

@@ -4,7 +4,7 @@
 // the way the API stores them; assertions read Docker's actual containers.
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { DockerCluster, type ContainerSummary } from "../../../adapters/cluster/index.ts";
+import { DockerCluster, type ContainerSummary, type EventHandler, type SubscribeOptions, type Subscription } from "../../../adapters/cluster/index.ts";
 import { EtcdStore } from "../../../adapters/store/etcd.ts";
 import { fencedStore } from "../../../adapters/store/fenced.ts";
 import type { ContainerSpec, PodGroupStatus, RestartPolicy } from "../../../api/resources/podgroup.ts";
@@ -195,6 +195,34 @@ export class Harness {
   }
 
 
+  /**
+   * Wait until at least `ms` have passed since `since` (a Date.now() value) AND a pass of group
+   * `name` began after that: how a test sees that, that long after something, the controller
+   * looked at the group again and still left it alone (a pass that finds nothing to do writes
+   * nothing, so "nothing changed" has no other trace). `during`, if given, runs on every poll
+   * meanwhile and fails the wait as soon as it throws: a check that must hold throughout.
+   */
+  async waitedAndLooked(name: string, since: number, ms: number, during?: () => Promise<void>, timeoutMs = 30_000): Promise<void> {
+    const pg = this.pg;
+    if (!pg) throw new Error("harness not started");
+    await timeAndPass({ what: `${ms} ms and a pass of ${name}`, finished: () => pg.passesFinished(name), since, ms, during, timeoutMs });
+  }
+
+  /**
+   * Subscribe to the engines' container events; resolves once the stream is live: every node has
+   * delivered its first relist (or been reported unreachable), so no later event is missed.
+   */
+  async subscribe(handler: EventHandler, options: SubscribeOptions): Promise<Subscription> {
+    const heard = new Set<string>();
+    const sub = this.cluster.subscribe((ev) => {
+      if (ev.type === "relist" || (ev.type === "node" && ev.state === "unreachable")) heard.add(ev.node);
+      handler(ev);
+    }, options);
+    const nodes = Object.keys(services.engines);
+    await this.until("the event streams' first relists", async () => nodes.every((n) => heard.has(n)), 15_000, 20);
+    return sub;
+  }
+
   /** Wait until the group has exactly `n` running containers at `version`, one per instance 0..n-1, and status agrees. */
   async converged(name: string, n: number, version: number, timeoutMs = 30_000): Promise<Actual[]> {
     return this.until(
@@ -219,5 +247,36 @@ export class Harness {
     if (!endpoint) throw new Error(`no engine ${c.node}`);
     const { stdout } = await run("docker", ["-H", endpoint, "exec", c.id, ...cmd], { timeout: 20_000 });
     return stdout;
+  }
+}
+
+export interface TimeAndPassOptions {
+  what: string;
+  /** Passes of the group finished so far, as last seen (it may lag the controller by up to `lagMs`). */
+  finished: () => number;
+  since: number;
+  ms: number;
+  during?: (() => Promise<void>) | undefined;
+  /** How far behind the controller `finished` may be (a child process's reports). */
+  lagMs?: number;
+  timeoutMs?: number;
+}
+
+/**
+ * Resolve once Date.now() >= since + ms and a pass that BEGAN after that moment has finished. The
+ * passes of one group never overlap (the work queue holds a key while it is reconciled), so of the
+ * passes finished after the moment (plus the counter's lag), the second one began after it; the
+ * first may have been in flight already. `during` runs on every poll and its throw fails the wait.
+ */
+export async function timeAndPass(o: TimeAndPassOptions): Promise<void> {
+  const due = o.since + o.ms + (o.lagMs ?? 0);
+  const deadline = Math.max(Date.now(), due) + (o.timeoutMs ?? 30_000);
+  let target: number | undefined;
+  for (;;) {
+    if (o.during) await o.during();
+    if (target === undefined && Date.now() >= due) target = o.finished() + 2;
+    if (target !== undefined && o.finished() >= target) return;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${o.what} (passes finished: ${o.finished()}, wanted ${target ?? "?"})`);
+    await new Promise((r) => setTimeout(r, 50));
   }
 }

@@ -71,7 +71,8 @@ describe("unreachable node", () => {
     // Scale up meanwhile: new instances go to the node that is reachable only.
     await h.patch(name, (g) => (g.numInstances = 3));
     await h.until("instance 2 on n1", async () => (await h.actual(name)).some((a) => a.instance === 2 && a.c.node === "n1" && a.c.state === "running"));
-    await new Promise((r) => setTimeout(r, 2_500)); // a refresh or more: nothing may replace the unknown pod
+    // A refresh or more (2.5 s, the refresh is 2 s) and a pass since: nothing may replace the unknown pod.
+    await h.waitedAndLooked(name, Date.now(), 2_500);
     const during = await h.actual(name);
     expect(during.map((a) => [a.instance, a.c.node, a.c.id]).slice(0, 2)).toEqual(before.map((a) => [a.instance, a.c.node, a.c.id]));
     expect(during).toHaveLength(3);

@@ -93,7 +93,7 @@ describe("refresh: restart policy with back-off", () => {
   it("never / onfail / always on exit 0 and exit 3; restarts back off (1 s, 2 s, 4 s ...) and survive an orchestrator restart", async () => {
     const groups = cases.map(([policy, code, restarts]) => ({ name: h.name(`${policy}${code}`), policy, code, restarts }));
     const starts = new Map<string, number[]>();
-    const sub = h.cluster.subscribe(
+    const sub = await h.subscribe(
       (ev) => {
         if (ev.type !== "container") return;
         const g = (ev as ContainerEvent).labels[labelKeys.podGroup] ?? "";
@@ -101,7 +101,6 @@ describe("refresh: restart policy with back-off", () => {
       },
       { filters: { label: [labelKeys.podGroup], event: ["start"] } },
     );
-    await new Promise((r) => setTimeout(r, 300));
     for (const g of groups) {
       await h.put(groupSpec(g.name, { restartPolicy: g.policy, container: { command: ["sh", "-c", `exit ${g.code}`] } }));
     }
@@ -223,7 +222,7 @@ describe("tampering", () => {
     });
     expect(s.state).toBe("failed");
     expect(s.pods[0]!.lastError).toMatch(/taken by a container Capstan did not create/);
-    await new Promise((r) => setTimeout(r, 2_000));
+    await h.waitedAndLooked(name, Date.now(), 2_000); // 2 s (past the first back-off) and a pass since
     expect((await h.cluster.inspect(foreign)).labels).toEqual({}); // still there, untouched
     expect(await h.actual(name)).toEqual([]);
 

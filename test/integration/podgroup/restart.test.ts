@@ -130,7 +130,7 @@ describe("rolling restart", () => {
       return st?.state === "failed" && st.lastError.includes("halted at instance 0") ? st : undefined;
     }, 30_000);
     expect(s.lastError).toMatch(/^restart requested at .* halted at instance 0: .*code 3/);
-    await new Promise((r) => setTimeout(r, 1_500));
+    await h.waitedAndLooked(name, Date.now(), 1_500); // 1.5 s (past the update wait) and a pass since: nothing more is replaced
     const mid = await h.actual(name);
     expect(mid.filter((a) => a.instance === 1).map((a) => [a.c.id, a.c.state])).toEqual([[before[1]!.c.id, "running"]]);
     expect((await previousOf(name)).map((c) => c.id)).toEqual([before[0]!.c.id]);

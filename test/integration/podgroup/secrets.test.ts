@@ -16,8 +16,6 @@ afterAll(async () => {
   await h.cleanup();
 });
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 async function writeMarker(containerId: string, marker: Record<string, unknown>): Promise<void> {
   await h.store.put(`${h.markerPrefix}${containerId}`, JSON.stringify({ at: new Date().toISOString(), node: "n1", ...marker }));
 }
@@ -37,12 +35,11 @@ describe("secret files handshake", () => {
         return p?.state === "pending" && p.lastError === lastError ? p : undefined;
       }, 10_000);
 
-    // No marker: created, never started.
+    // No marker: created, never started: for 3 s, checked throughout, and a pass since.
     await statusSays("waiting for secret files");
-    for (let i = 0; i < 6; i++) {
-      expect((await h.actual(name)).map((a) => [a.c.id, a.c.state])).toEqual([[id, "created"]]);
-      await sleep(500);
-    }
+    const stillCreated = async () => expect((await h.actual(name)).map((a) => [a.c.id, a.c.state])).toEqual([[id, "created"]]);
+    await h.waitedAndLooked(name, Date.now(), 3_000, stillCreated);
+    await stillCreated();
     expect((await h.status(name))!.state).toBe("pending");
 
     // An error marker: its text is the pod's lastError, and the container stays created.
@@ -54,7 +51,7 @@ describe("secret files handshake", () => {
     await statusSays("waiting for secret files");
     // Nor does a marker naming another group.
     await writeMarker(id, { podGroup: `${name}-other`, files: [{ path: "config.yaml", digest: "d1" }, { path: "/etc/app/key.pem", digest: "d2" }] });
-    await sleep(1_000);
+    await h.waitedAndLooked(name, Date.now(), 1_000, stillCreated); // 1 s and a pass since
     expect((await h.actual(name)).map((a) => a.c.state)).toEqual(["created"]);
 
     const written = Date.now();
@@ -96,8 +93,11 @@ describe("secret files handshake", () => {
       const a = await h.actual(name);
       return a.length === 1 && a[0]!.version === 2 ? a : undefined;
     }, 15_000);
-    // Longer than the runtime check (1 s) and the update wait: still waiting, not halted.
-    await sleep(3_000);
+    // Longer than the runtime check (1 s) and the update wait, and a pass since: still waiting,
+    // not halted (a created container is never a failed check, however long it waits).
+    await h.waitedAndLooked(name, Date.now(), 3_000, async () => {
+      expect((await h.actual(name)).map((a) => [a.c.id, a.c.state])).toEqual([[v2!.c.id, "created"]]);
+    });
     expect((await h.actual(name)).map((a) => [a.c.id, a.c.state])).toEqual([[v2!.c.id, "created"]]);
     const waiting = (await h.status(name))!;
     expect(waiting.state).not.toBe("failed");

@@ -44,7 +44,7 @@ describe("spec update", () => {
     await h.converged(name, 3, 1);
 
     const events: { action: string; instance: number; version: number; at: number }[] = [];
-    const sub = h.cluster.subscribe(
+    const sub = await h.subscribe(
       (ev) => {
         if (ev.type !== "container") return;
         const e = ev as ContainerEvent;
@@ -52,7 +52,6 @@ describe("spec update", () => {
       },
       { filters: { label: [`${labelKeys.podGroup}=${name}`], event: ["create", "destroy", "rename"] } },
     );
-    await new Promise((r) => setTimeout(r, 300));
     const sampler = sample(name);
     await h.updatePod(name, (pod) => (pod.containers[0]!.env = ["NEW=1"]));
     const after = await h.converged(name, 3, 2, 30_000);
@@ -92,7 +91,7 @@ describe("spec update", () => {
     });
     expect(s.lastError).toMatch(/code 3/);
     expect(s.pods[0]).toMatchObject({ instanceNo: 0, version: 2, state: "failed" });
-    await new Promise((r) => setTimeout(r, 1_500));
+    await h.waitedAndLooked(name, Date.now(), 1_500); // 1.5 s (past the update wait) and a pass since: nothing more is replaced
     const mid = await h.actual(name);
     // Instances 1 and 2 were never touched.
     expect(mid.filter((a) => a.instance > 0).map((a) => [a.c.id, a.c.state])).toEqual(v1.slice(1).map((a) => [a.c.id, "running"]));
