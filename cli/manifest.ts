@@ -6,6 +6,7 @@
 import { readFile } from "node:fs/promises";
 import { isMap, isPair, isScalar, isSeq, LineCounter, parseAllDocuments, type Document, type Node } from "yaml";
 import type { z } from "zod";
+import { formatPath } from "../api/resources/issue-paths.ts";
 import { PodGroupSpecInput, type PodGroupSpec } from "../api/resources/podgroup.ts";
 
 export class ManifestError extends Error {
@@ -56,7 +57,7 @@ export function parseManifest(text: string, file: string): PodGroupSpec[] {
     }
     for (const issue of result.error.issues) {
       const { offset, found } = locate(doc, issue);
-      const path = issue.path.length > 0 ? `${formatPath(issue.path)}: ` : "";
+      const path = issue.path.length > 0 ? `${formatPath(issue.path, "")}: ` : "";
       // zod says "expected string, received undefined" for a field that is simply not there.
       const message = !found && issue.code === "invalid_type" ? "required, but missing" : issue.message;
       problems.push(`${where(offset)}: ${path}${message}`);
@@ -65,11 +66,6 @@ export function parseManifest(text: string, file: string): PodGroupSpec[] {
   if (problems.length > 0) throw new ManifestError(file, problems);
   if (specs.length === 0) throw new ManifestError(file, [`${file}: no PodGroup in the file`]);
   return specs;
-}
-
-/** `pod.containers[0].image` */
-export function formatPath(path: readonly PropertyKey[]): string {
-  return path.map((p, i) => (typeof p === "number" ? `[${p}]` : `${i > 0 ? "." : ""}${String(p)}`)).join("");
 }
 
 /**

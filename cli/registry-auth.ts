@@ -3,7 +3,7 @@
 // effect without a restart), and the certificate bundle file (re-read when it changes).
 import { readFileSync, unwatchFile, watchFile } from "node:fs";
 import type { Store } from "../adapters/store/store.ts";
-import { registryAuthConfigKey } from "../api/console/registry-token.ts";
+import { registryAuthConfigKey } from "../api/resources/registry-auth.ts";
 import type { TokenAuthConfig } from "../api/registry/config.ts";
 import type { TokenAuthSettings } from "../api/registry/token-auth.ts";
 import { realClock } from "../runtime/clock.ts";

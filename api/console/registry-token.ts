@@ -37,12 +37,9 @@ import type { AccessEntry } from "../registry/access.ts";
 import { libtrustKeyId } from "../registry/token-auth.ts";
 import { systemWallClock, type WallClock } from "./clock.ts";
 import { authErrorHandler } from "./errors.ts";
-import { isRepositoryName } from "../registry/names.ts";
+import { isRepositoryName } from "../resources/registry-names.ts";
 import { consolePrefix, CorruptRecordError, decodeRecord } from "./records.ts";
 import { registryAuthConfigKey, type RegistryAuthConfig } from "../resources/registry-auth.ts";
-
-// The published settings' key and shape are api/resources/registry-auth.ts's (a controller reads them).
-export { registryAuthConfigKey, type RegistryAuthConfig } from "../resources/registry-auth.ts";
 
 export const registrySigningKeyKey = `${consolePrefix}registry-signing-key`;
 export const registryTokenPath = "/api/v1/authorize/registry/";

@@ -26,5 +26,6 @@ export {
 } from "./errors.ts";
 export { maxJsonBodyBytes, readBodyBytes, readJson, readJsonBody, type ReadJsonOptions } from "./body.ts";
 export { parseQuery, queryBoolean, queryCount } from "./query.ts";
-export { detailsOf, formatPath, invalid, parseWith } from "./validation.ts";
+export { invalid, parseWith } from "./validation.ts";
+export { detailsOf, formatPath } from "../resources/issue-paths.ts";
 export { isoNow, systemWallClock, type WallClock } from "./clock.ts";

@@ -1,29 +1,7 @@
 // Turning zod issues into a 400 that names every offending field. Shared by body and query parsing.
 import type { z } from "zod";
+import { detailsOf } from "../resources/issue-paths.ts";
 import { badRequest, type ApiError, type ErrorDetail } from "./errors.ts";
-
-/** `pod.containers[0].image`; the root is called `root`. */
-export function formatPath(path: readonly PropertyKey[], root = "body"): string {
-  let out = "";
-  for (const p of path) {
-    if (typeof p === "number") out += `[${p}]`;
-    else out += out === "" ? String(p) : `.${String(p)}`;
-  }
-  return out === "" ? root : out;
-}
-
-/** One detail per problem; an unknown-keys issue becomes one detail per key, so each is named. */
-export function detailsOf(error: z.ZodError, root = "body"): ErrorDetail[] {
-  const details: ErrorDetail[] = [];
-  for (const issue of error.issues) {
-    if (issue.code === "unrecognized_keys") {
-      for (const key of issue.keys) details.push({ path: formatPath([...issue.path, key], root), message: "unknown field" });
-      continue;
-    }
-    details.push({ path: formatPath(issue.path, root), message: issue.message.replace(/^Invalid input: /, "") });
-  }
-  return details;
-}
 
 // A missing field reads "is required" rather than zod's "expected string, received undefined".
 // This is a per-parse error map: messages a schema sets itself (patterns, enums) still win.

@@ -4,9 +4,9 @@
 import type { Readable } from "node:stream";
 import { PathNotFoundError, type StorageDriver } from "../../adapters/blobstore/driver.ts";
 import { noJournal, type GcJournal } from "./gc-journal.ts";
-import type { Links } from "./links.ts";
-import type { Digest } from "./names.ts";
-import * as paths from "./paths.ts";
+import type { Links } from "../resources/registry-storage.ts";
+import type { Digest } from "../resources/registry-names.ts";
+import * as paths from "../resources/registry-paths.ts";
 
 export interface BlobInfo {
   digest: Digest;

@@ -7,7 +7,7 @@
 import { PathNotFoundError, type StorageDriver } from "../../adapters/blobstore/driver.ts";
 import { byCodeUnit, componentRe } from "../resources/registry-storage.ts";
 import { paginate, type Page, type PageRequest } from "./pagination.ts";
-import { repositoriesRoot } from "./paths.ts";
+import { repositoriesRoot } from "../resources/registry-paths.ts";
 
 /** distribution's catalog defaults: 100 entries a page unless n says otherwise, at most 1000. */
 export const catalogDefaultEntries = 100;

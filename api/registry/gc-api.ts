@@ -12,8 +12,9 @@ import { auditObject } from "../auth/audit.ts";
 import { requireAdmin, type ApiAccess } from "../auth/index.ts";
 import { readJsonBody } from "../http/body.ts";
 import { badRequest, errorHandler, notFound, notFoundHandler } from "../http/index.ts";
-import { gcKeys } from "./gc-journal.ts";
-import { createRun, getRun, listRuns, RunOptions } from "./gc-runs.ts";
+import { gcKeys } from "../resources/registry-gc.ts";
+import { createRun, RunOptions } from "../resources/registry-gc.ts";
+import { getRun, listRuns } from "./gc-runs.ts";
 
 export interface RegistryGcApiOptions {
   /** Not fenced: any registry accepts requests (the run write is create-only). */

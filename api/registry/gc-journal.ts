@@ -19,9 +19,6 @@
 import type { Op, Store } from "../../adapters/store/store.ts";
 import { gcKeys, touchResolutionMs, type TagTouchRecord, type TouchRecord } from "../resources/registry-gc.ts";
 
-// The key layout and the records are api/resources/registry-gc.ts's (the collector reads them too).
-export { gcKeys, gcPrefix, touchResolutionMs, unfinishedTagTouchMs, type TagTouchRecord, type TouchRecord } from "../resources/registry-gc.ts";
-
 /** The serving side of garbage collection. Each call resolves once the record is durable. */
 export interface GcJournal {
   /** Requests are about to rely on these digests existing (and link them into `repository`, when given). */

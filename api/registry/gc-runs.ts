@@ -11,19 +11,6 @@ import { listAll } from "../../adapters/store/list-all.ts";
 import type { Store } from "../../adapters/store/store.ts";
 import { decodeRun, gcKeys, runIdPattern, type RunRecord } from "../resources/registry-gc.ts";
 
-// The run record, its options and its writes are api/resources/registry-gc.ts's (the controller uses them too).
-export {
-  createRun,
-  decodeRun,
-  keptRuns,
-  newRunId,
-  runIdPattern,
-  RunOptions,
-  type RunProgress,
-  type RunRecord,
-  type RunState,
-} from "../resources/registry-gc.ts";
-
 export async function getRun(store: Store, id: string): Promise<RunRecord | undefined> {
   if (!runIdPattern.test(id)) return undefined;
   const kv = await store.get(gcKeys.run(id));

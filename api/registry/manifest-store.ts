@@ -6,9 +6,9 @@ import { PathNotFoundError } from "../../adapters/blobstore/driver.ts";
 import type { Blobs } from "./blobs.ts";
 import { entry, RegistryError, registryError, type ErrorEntry } from "./errors.ts";
 import { noJournal, type GcJournal } from "./gc-journal.ts";
-import type { Links } from "./links.ts";
+import type { Links } from "../resources/registry-storage.ts";
 import { blobReferences, parseManifest, storedMediaType, type Manifest } from "./manifests.ts";
-import { digestOf, type Digest } from "./names.ts";
+import { digestOf, type Digest } from "../resources/registry-names.ts";
 
 export interface StoredManifest {
   digest: Digest;

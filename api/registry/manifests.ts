@@ -5,7 +5,7 @@
 // accepted on PUT (distribution 3 dropped it too).
 import { z } from "zod";
 import { entry, RegistryError, registryError } from "./errors.ts";
-import { parseDigest, type Digest } from "./names.ts";
+import { parseDigest, type Digest } from "../resources/registry-names.ts";
 
 export const mediaTypes = {
   dockerManifest: "application/vnd.docker.distribution.manifest.v2+json",

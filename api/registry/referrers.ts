@@ -7,10 +7,10 @@
 // bytes. A subject nobody refers to, or an unknown repository, answers an empty index (the OCI
 // distribution spec forbids a 404 here: clients would fall back to the tag schema; docs/registry.md,
 // "Referrers").
-import type { Links } from "./links.ts";
+import type { Links } from "../resources/registry-storage.ts";
 import type { ManifestStore } from "./manifest-store.ts";
 import { mediaTypes, parseManifest } from "./manifests.ts";
-import type { Digest } from "./names.ts";
+import type { Digest } from "../resources/registry-names.ts";
 
 export interface ReferrerDescriptor {
   mediaType: string;

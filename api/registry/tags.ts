@@ -2,8 +2,8 @@
 // A repository without a tags directory is unknown (404 NAME_UNKNOWN), as in distribution; one whose
 // tags were all deleted answers an empty list.
 import { registryError } from "./errors.ts";
-import type { Links } from "./links.ts";
-import { isTag } from "./names.ts";
+import type { Links } from "../resources/registry-storage.ts";
+import { isTag } from "../resources/registry-names.ts";
 import { paginate, type Page, type PageRequest } from "./pagination.ts";
 
 /** Largest `n` accepted on a tags list (larger is 400 PAGINATION_NUMBER_INVALID). */

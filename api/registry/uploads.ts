@@ -22,9 +22,9 @@ import { PathNotFoundError, WriterConflictError, type FileWriter, type StorageDr
 import type { Blobs } from "./blobs.ts";
 import { registryError } from "./errors.ts";
 import { noJournal, type GcJournal } from "./gc-journal.ts";
-import type { Links } from "./links.ts";
-import type { Digest, DigestAlgorithm } from "./names.ts";
-import * as paths from "./paths.ts";
+import type { Links } from "../resources/registry-storage.ts";
+import type { Digest, DigestAlgorithm } from "../resources/registry-names.ts";
+import * as paths from "../resources/registry-paths.ts";
 import type { WallClock } from "../http/clock.ts";
 
 /** A `Content-Range: <start>-<end>` of a chunk (inclusive). */

@@ -1,6 +1,6 @@
 // Registry garbage collection's records in the platform store (docs/registry-gc.md), shared by the
 // serving registry and the `capstan registry gc` commands (api/registry/gc-journal.ts, gc-runs.ts,
-// gc-api.ts re-export or use them) and the Registry-GC controller (controllers/registrygc/), so
+// gc-api.ts use them) and the Registry-GC controller (controllers/registrygc/), so
 // they live in api/resources/ (docs/development.md, "Conventions").
 //
 // What the serving registry tells the garbage collector (docs/registry-gc.md, "Why nothing is

@@ -1,8 +1,8 @@
 // What a registry URL may name: repositories, tags, digests and upload ids, with distribution's
 // grammar (docs/registry.md, "Names"). Everything that reaches a storage path passes one of these
 // checks first, so no request can name a path outside the layout (`..`, upper case, `%2F` and the
-// like never match). Here in api/resources/ because the registry (api/registry/names.ts re-exports
-// it) and its garbage collector (controllers/registrygc/) both check names with it.
+// like never match). Here in api/resources/ because the registry (api/registry/) and its garbage
+// collector (controllers/registrygc/) both check names with it.
 import { createHash } from "node:crypto";
 
 /** One path component: lower-case alphanumerics, separated by `.`, `_`, `__` or runs of `-`. */

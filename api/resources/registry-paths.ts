@@ -12,8 +12,8 @@
 //
 // A link file holds the digest string without a newline. Only blobs/ fans out on hex[0:2]. Callers
 // pass names, tags and ids already checked by registry-names.ts; the driver re-checks every path.
-// Here in api/resources/ because the registry (api/registry/paths.ts re-exports it) and its garbage
-// collector (controllers/registrygc/) both walk the layout.
+// Here in api/resources/ because the registry (api/registry/) and its garbage collector
+// (controllers/registrygc/) both walk the layout.
 import type { Digest } from "./registry-names.ts";
 
 export const root = "/docker/registry/v2";

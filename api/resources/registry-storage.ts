@@ -1,6 +1,6 @@
 // The registry's links and repositories as stored, read and written through a StorageDriver
-// (docs/registry.md, "Layout"). Here in api/resources/ because the registry (api/registry/links.ts
-// and catalog.ts re-export or use it) and its garbage collector (controllers/registrygc/) both
+// (docs/registry.md, "Layout"). Here in api/resources/ because the registry (api/registry/, e.g.
+// catalog.ts) and its garbage collector (controllers/registrygc/) both
 // work on them (docs/development.md, "Conventions").
 //
 // Every write of a link goes through here: a blob linked into a repository, a manifest revision, a

@@ -1,5 +1,5 @@
 // A registry tree written straight to disk in distribution's filesystem layout (docs/registry.md,
-// "Layout"; the paths are api/registry/paths.ts's), for garbage-collection benchmarks and tests:
+// "Layout"; the paths are api/resources/registry-paths.ts's), for garbage-collection benchmarks and tests:
 // no registry runs while it is written, so a 27,000-blob tree takes seconds instead of the minutes
 // that pushing it would.
 //
@@ -29,8 +29,8 @@ import { mkdir } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
 import { join } from "node:path";
-import * as paths from "../../api/registry/paths.ts";
-import type { Digest } from "../../api/registry/names.ts";
+import * as paths from "../../api/resources/registry-paths.ts";
+import type { Digest } from "../../api/resources/registry-names.ts";
 
 export interface GenerateOptions {
   repositories: number;

@@ -42,7 +42,7 @@ import { createLogger, type Logger } from "../../runtime/log.ts";
 import { untilAborted } from "../../runtime/aborted.ts";
 import type { Runnable } from "../../runtime/manager.ts";
 import { RootDirectoryInUseError, RootDirectoryLock, RootDirectoryLockError } from "../../adapters/blobstore/root-lock.ts";
-import { registryAuthConfigKey } from "../../api/console/registry-token.ts";
+import { registryAuthConfigKey } from "../../api/resources/registry-auth.ts";
 import { CertBundleFile, RegistryAuthSettings } from "../registry-auth.ts";
 import { authFromOptions, authOptionDefs, isLoopbackHost } from "../auth-options.ts";
 import { parseListenAddress } from "../listen.ts";

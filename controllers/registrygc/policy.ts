@@ -10,11 +10,7 @@
 import { z } from "zod";
 import { listAll } from "../../adapters/store/list-all.ts";
 import type { Store } from "../../adapters/store/store.ts";
-// The one import of api/ outside api/resources/ left in a controller: api/http/validation.ts's
-// detailsOf (zod issues as "path: message" details) has no neutral home yet (api/http/ is being
-// changed by other work); docs/development.md, "Conventions" allows controllers api/resources/ only.
-// eslint-disable-next-line no-restricted-imports -- pending a move of detailsOf to api/resources/ (docs/development.md, "Conventions")
-import { detailsOf } from "../../api/http/validation.ts";
+import { detailsOf } from "../../api/resources/issue-paths.ts";
 
 export const policyPrefix = "/platform/registry/gc/policies/";
 

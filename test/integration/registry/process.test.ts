@@ -17,7 +17,7 @@ import { generateToken } from "../../../api/console/index.ts";
 import { capstanBin, startCapstan, type CapstanProcess } from "../../helpers/capstan-process.ts";
 import { makePki, type Pki } from "../../helpers/certs.ts";
 import { pollUntil } from "../../helpers/poll.ts";
-import { registryAuthConfigKey } from "../../../api/console/registry-token.ts";
+import { registryAuthConfigKey } from "../../../api/resources/registry-auth.ts";
 import { s3Service, uniqueName } from "../../helpers/services.ts";
 
 const authKey = registryAuthConfigKey;

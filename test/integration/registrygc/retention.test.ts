@@ -13,7 +13,7 @@ import { createPodGroup } from "../../../api/orchestrator/records.ts";
 import { openRegistry } from "../../../api/registry/access.ts";
 import { createRegistryApi } from "../../../api/registry/api.ts";
 import { StoreGcJournal } from "../../../api/registry/gc-journal.ts";
-import * as paths from "../../../api/registry/paths.ts";
+import * as paths from "../../../api/resources/registry-paths.ts";
 import { PodGroupSpecInput, type StoredPodGroup } from "../../../api/resources/podgroup.ts";
 import { collect } from "../../../controllers/registrygc/collector.ts";
 import { InUse } from "../../../controllers/registrygc/in-use.ts";

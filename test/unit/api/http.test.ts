@@ -8,7 +8,7 @@ import { StoreUnavailableError } from "../../../adapters/store/errors.ts";
 import { maxJsonBodyBytes, readJson, readJsonBody } from "../../../api/http/body.ts";
 import { accepted, errorHandler, notAllowed, notFound, notFoundHandler } from "../../../api/http/errors.ts";
 import { parseQuery, queryBoolean, queryCount } from "../../../api/http/query.ts";
-import { detailsOf, formatPath } from "../../../api/http/validation.ts";
+import { detailsOf, formatPath } from "../../../api/resources/issue-paths.ts";
 import { silentLogger } from "../../../runtime/log.ts";
 
 const Thing = z.strictObject({ name: z.string().min(1), count: z.number().int().nonnegative(), tags: z.array(z.string()).optional() });

@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { formatPath, ManifestError, parseManifest, readManifest } from "../../../cli/manifest.ts";
+import { ManifestError, parseManifest, readManifest } from "../../../cli/manifest.ts";
+import { formatPath } from "../../../api/resources/issue-paths.ts";
 
 const hello = `# two instances of a sleep loop
 name: hello
@@ -122,8 +123,8 @@ describe("readManifest", () => {
 });
 
 describe("formatPath", () => {
-  it("writes paths the way the API's error details do", () => {
-    expect(formatPath(["pod", "containers", 0, "image"])).toBe("pod.containers[0].image");
-    expect(formatPath([])).toBe("");
+  it("writes paths the way the API's error details do (the manifest's root has no name)", () => {
+    expect(formatPath(["pod", "containers", 0, "image"], "")).toBe("pod.containers[0].image");
+    expect(formatPath([], "")).toBe("");
   });
 });

@@ -44,7 +44,7 @@ const forbidden: [string, string][] = [
   ["controllers/registrygc/probe.ts", "../podgroup/index.ts"],
   ["controllers/shared/probe.ts", "../podgroup/index.ts"],
   ["controllers/podgroup/probe.ts", "../../api/http/validation.ts"],
-  ["controllers/registrygc/probe.ts", "../../api/registry/names.ts"],
+  ["controllers/registrygc/probe.ts", "../../api/registry/blobs.ts"],
   ["controllers/podgroup/probe.ts", "../../cli/main.ts"],
   ["controllers/podgroup/probe.ts", "../../bench/lib/report.ts"],
   ["controllers/podgroup/probe.ts", "./../../api/orchestrator/records.ts"],
@@ -52,7 +52,7 @@ const forbidden: [string, string][] = [
   ["api/orchestrator/probe.ts", "../../cli/main.ts"],
   ["api/ui/pages/probe.ts", "../../../controllers/shared/settle.ts"],
   ["api/resources/probe.ts", "../http/validation.ts"],
-  ["api/resources/probe.ts", "../../api/registry/names.ts"],
+  ["api/resources/probe.ts", "../../api/registry/blobs.ts"],
   ["api/resources/probe.ts", "../../controllers/shared/settle.ts"],
   ["cli/probe.ts", "../test/helpers/services.ts"],
   ["cli/commands/probe.ts", "../../bench/lib/report.ts"],
@@ -95,7 +95,7 @@ describe("import rules (docs/development.md, Conventions)", () => {
   it("checks type-only imports and re-exports too", async () => {
     const file = "controllers/podgroup/probe.ts";
     expect(await restricted(file, 'import type { Foo } from "../dependency/index.ts";\nexport type { Foo };\n')).toHaveLength(1);
-    expect(await restricted(file, 'export * from "../../api/registry/names.ts";\n')).toHaveLength(1);
+    expect(await restricted(file, 'export * from "../../api/registry/blobs.ts";\n')).toHaveLength(1);
     expect(await restricted(file, 'export { x } from "../secretsync/index.ts";\n')).toHaveLength(1);
   });
 

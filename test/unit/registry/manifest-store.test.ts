@@ -10,10 +10,10 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { StorageDriver } from "../../../adapters/blobstore/driver.ts";
 import { FilesystemDriver } from "../../../adapters/blobstore/filesystem.ts";
 import { Blobs } from "../../../api/registry/blobs.ts";
-import { Links } from "../../../api/registry/links.ts";
+import { Links } from "../../../api/resources/registry-storage.ts";
 import { ManifestStore } from "../../../api/registry/manifest-store.ts";
-import { digestOf, type Digest } from "../../../api/registry/names.ts";
-import * as paths from "../../../api/registry/paths.ts";
+import { digestOf, type Digest } from "../../../api/resources/registry-names.ts";
+import * as paths from "../../../api/resources/registry-paths.ts";
 
 const mediaType = "application/vnd.oci.image.manifest.v1+json";
 

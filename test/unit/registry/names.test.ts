@@ -1,10 +1,10 @@
-// The registry's input grammar and header parsing (api/registry/names.ts, blobs.ts, transfer.ts,
-// pagination.ts, manifests.ts): what is accepted, what is refused with which code.
+// The registry's input grammar and header parsing (api/resources/registry-names.ts,
+// api/registry/blobs.ts, transfer.ts, pagination.ts, manifests.ts): what is accepted, what is refused with which code.
 import { describe, expect, it } from "vitest";
 import { parseRange } from "../../../api/registry/blobs.ts";
 import { RegistryError } from "../../../api/registry/errors.ts";
 import { acceptable, parseManifest, storedMediaType } from "../../../api/registry/manifests.ts";
-import { isRepositoryName, isTag, parseDigest, parseReference } from "../../../api/registry/names.ts";
+import { isRepositoryName, isTag, parseDigest, parseReference } from "../../../api/resources/registry-names.ts";
 import { paginate, parsePage } from "../../../api/registry/pagination.ts";
 import { parseContentRange } from "../../../api/registry/transfer.ts";
 
