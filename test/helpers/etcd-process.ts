@@ -61,21 +61,31 @@ async function healthy(httpPort: number): Promise<boolean> {
 
 export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdProcess> {
   const dataDir = await mkdtemp(join(tmpdir(), "capstan-etcd-"));
-  const clientPort = await freePort();
-  const peerPort = await freePort();
   // With TLS the client port speaks only TLS (and may demand a client certificate): /health is
   // read from a plain-HTTP metrics listener instead.
   const tls = options.tls;
-  const metricsPort = tls ? await freePort() : undefined;
-  const clientUrl = `${tls ? "https" : "http"}://127.0.0.1:${clientPort}`;
-  const tlsArgs = tls
-    ? [
-        "--cert-file", tls.cert,
-        "--key-file", tls.key,
-        "--listen-metrics-urls", `http://127.0.0.1:${metricsPort}`,
-        ...(tls.clientCa ? ["--client-cert-auth", "--trusted-ca-file", tls.clientCa] : []),
-      ]
-    : [];
+  let clientPort = 0;
+  let peerPort = 0;
+  let metricsPort: number | undefined;
+  let clientUrl = "";
+  let tlsArgs: string[] = [];
+  // A free port is free when asked, not when etcd binds it: another process may take it in
+  // between. The first start picks new ports then; a restart keeps them (its endpoint is known).
+  const pickPorts = async () => {
+    clientPort = await freePort();
+    peerPort = await freePort();
+    metricsPort = tls ? await freePort() : undefined;
+    clientUrl = `${tls ? "https" : "http"}://127.0.0.1:${clientPort}`;
+    tlsArgs = tls
+      ? [
+          "--cert-file", tls.cert,
+          "--key-file", tls.key,
+          "--listen-metrics-urls", `http://127.0.0.1:${metricsPort}`,
+          ...(tls.clientCa ? ["--client-cert-auth", "--trusted-ca-file", tls.clientCa] : []),
+        ]
+      : [];
+  };
+  await pickPorts();
   const readyTimeoutMs = options.readyTimeoutMs ?? 15_000;
   let child: ChildProcess | undefined;
   let exited: Promise<void> = Promise.resolve();
@@ -122,7 +132,16 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdPro
     await exited;
   };
 
-  await launch();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await launch();
+      break;
+    } catch (e) {
+      if (attempt >= 5 || !/address already in use/.test((e as Error).message)) throw e;
+      await rm(join(dataDir, "data"), { recursive: true, force: true });
+      await pickPorts();
+    }
+  }
   return {
     endpoint: `127.0.0.1:${clientPort}`,
     clientUrl,

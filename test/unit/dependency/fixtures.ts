@@ -1,6 +1,7 @@
 // Dependency containers and specs for the tests of the pure decisions (records.ts, slot-plan.ts,
 // upgrade.ts, removal.ts, status.ts). Times are wall-clock ms on a fake clock starting at `t0`.
 import type { CachedContainer } from "../../../adapters/cluster/container-cache.ts";
+import { cachedContainer } from "../../helpers/cached-container.ts";
 import { containerLabels, containerName, parseSlotKey } from "../../../controllers/dependency/naming.ts";
 import { classify, type DependencyView } from "../../../controllers/dependency/observe.ts";
 import type { StoredDependency } from "../../../controllers/dependency/stored.ts";
@@ -12,8 +13,6 @@ export const updateWaitMs = 10_000;
 export const backoff = restartBackoff();
 export const dependency = "logagent";
 
-let seq = 0;
-
 /** Container `index` of the pod at `slot` ("node|scope"), version `version`, as the cache holds it. */
 export function container(
   at: { slot?: string; version?: number; index?: number; format?: "1" },
@@ -23,26 +22,7 @@ export function container(
   const ref = { dependency, node: slot.node, scope: slot.scope, version: at.version ?? 1, index: at.index ?? 0 };
   const labels = containerLabels(ref);
   if (at.format === "1") delete (labels as Record<string, string>)["io.capstan.format"];
-  seq++;
-  return {
-    node: slot.node,
-    id: `id${seq}`,
-    name: containerName(ref),
-    image: "img",
-    labels,
-    state: "running",
-    exitCode: undefined,
-    startedAt: t0 - 60_000,
-    finishedAt: undefined,
-    oomKilled: false,
-    created: seq,
-    ports: [],
-    ip: "",
-    limits: { memoryBytes: 0, nanoCpus: 0 },
-    confirmed: true,
-    generation: seq,
-    ...over,
-  };
+  return cachedContainer({ node: slot.node, name: containerName(ref), labels, startedAt: t0 - 60_000 }, over);
 }
 
 /** A stored dependency at `version` with `podSize` containers. */

@@ -157,6 +157,25 @@ async function deployed(numInstances: number, nodes = ["n1", "n2"]): Promise<{ s
 }
 
 /** Passes with the wall clock moving on until `done`, checking R1 and R3 after each. */
+/**
+ * Passes of `process`, each checked against the invariants, until the engine write `nth` (of
+ * create, start, stop, remove, rename) aborts the process after it ran, or `done`.
+ */
+async function runUntilCrash(process: Process, cluster: FakeCluster, nth: number, done: () => boolean, maxPasses: number): Promise<void> {
+  const crash = new AbortController();
+  let crashed = false;
+  const writes: FakeMethod[] = ["create", "start", "stop", "remove", "rename"];
+  cluster.interrupt({ methods: writes, nth, when: "after", hook: (call) => ((crashed = true), FakeCluster.crash(crash)(call)) });
+  for (let i = 0; i < maxPasses && !crashed && !done(); i++) {
+    await process.pass("web", crash).catch((error: unknown) => {
+      if (!crash.signal.aborted) throw error;
+    });
+    checkInvariants(cluster, 2);
+    wall += stepMs;
+  }
+  expect(crashed).toBe(true);
+}
+
 async function converge(process: Process, cluster: FakeCluster, numInstances: number, done: () => boolean, maxPasses = 60): Promise<void> {
   for (let i = 0; i < maxPasses && !done(); i++) {
     await process.pass("web");
@@ -243,25 +262,13 @@ function checkUpdateWaits(cluster: FakeCluster, replaced: number[]): void {
 }
 
 describe("a crash between any two engine calls, then a new reconciler", () => {
-  const writes: FakeMethod[] = ["create", "start", "stop", "remove", "rename"];
-
   // A rollout of two single-container instances makes 8 engine writes: per instance stop and
   // rename (kept as the previous container), then create and start of the new pod.
   it.each(Array.from({ length: 8 }, (_, i) => i + 1))("rollout step: crash after write call %i", async (nth) => {
     const { store, cluster, process } = await deployed(2);
     await putSpec(store, spec(2, 2));
-    const crash = new AbortController();
-    let crashed = false;
-    cluster.interrupt({ methods: writes, nth, when: "after", hook: (call) => ((crashed = true), FakeCluster.crash(crash)(call)) });
     // The first process runs until it crashes (or the rollout is done: nth beyond its calls).
-    for (let i = 0; i < 40 && !crashed && !allAtVersion(cluster, 2, 2)(); i++) {
-      await process.pass("web", crash).catch((error: unknown) => {
-        if (!crash.signal.aborted) throw error;
-      });
-      checkInvariants(cluster, 2);
-      wall += stepMs;
-    }
-    expect(crashed).toBe(true);
+    await runUntilCrash(process, cluster, nth, allAtVersion(cluster, 2, 2), 40);
     await process.close();
     open.splice(open.indexOf(process), 1);
     const next = await startProcess(store, cluster);
@@ -282,18 +289,8 @@ describe("a crash between any two engine calls, then a new reconciler", () => {
     const since = cluster.calls.length;
     await store.put(`${keys.tasks}d1`, JSON.stringify({ kind: "drift", from: "n1", force: false, reason: "request", createdAt: "" }));
     await settle();
-    const crash = new AbortController();
-    let crashed = false;
-    cluster.interrupt({ methods: writes, nth, when: "after", hook: (call) => ((crashed = true), FakeCluster.crash(crash)(call)) });
     const movedOff = () => cluster.list("n1").length === 0 && podsByInstance(cluster).size === 2 && cluster.list().every((container) => container.state === "running");
-    for (let i = 0; i < 10 && !crashed && !movedOff(); i++) {
-      await process.pass("web", crash).catch((error: unknown) => {
-        if (!crash.signal.aborted) throw error;
-      });
-      checkInvariants(cluster, 2);
-      wall += stepMs;
-    }
-    expect(crashed).toBe(true);
+    await runUntilCrash(process, cluster, nth, movedOff, 10);
     await process.close();
     open.splice(open.indexOf(process), 1);
     const next = await startProcess(store, cluster);

@@ -1,6 +1,7 @@
 // Building blocks for the decision tests (plan-*.ts): containers of a group by instance, version,
 // drift and node, and the classified view of them, as the pass sees it.
 import type { CachedContainer } from "../../../adapters/cluster/container-cache.ts";
+import { cachedContainer } from "../../helpers/cached-container.ts";
 import { containerLabels, containerName } from "../../../controllers/podgroup/naming.ts";
 import { classify, type GroupView } from "../../../controllers/podgroup/observe.ts";
 import type { Internal, StoredPodGroup } from "../../../controllers/podgroup/stored.ts";
@@ -8,8 +9,6 @@ import { stored } from "./fixtures.ts";
 
 export const down = "down";
 export const reachable = (node: string): boolean => node !== down;
-
-let seq = 0;
 
 export interface PodRef {
   instance: number;
@@ -23,26 +22,15 @@ export interface PodRef {
 /** One container of group "web" (namespace "ns"), running since t=1000 unless `over` says otherwise. */
 export function container(ref: PodRef, over: Partial<CachedContainer> = {}): CachedContainer {
   const id = { group: "web", instance: ref.instance, version: ref.version ?? 1, drift: ref.drift ?? 0, index: ref.index ?? 0 };
-  seq++;
-  return {
-    node: ref.node ?? "n1",
-    id: `c${seq}`,
-    name: containerName(id),
-    image: "img",
-    labels: containerLabels({ ...id, namespace: "ns", ...(ref.restartedAt !== undefined && { restartedAt: ref.restartedAt }) }),
-    state: "running",
-    exitCode: undefined,
-    startedAt: 1_000,
-    finishedAt: undefined,
-    oomKilled: false,
-    created: seq,
-    ports: [],
-    ip: "",
-    limits: { memoryBytes: 0, nanoCpus: 0 },
-    confirmed: true,
-    generation: seq,
-    ...over,
-  };
+  return cachedContainer(
+    {
+      node: ref.node ?? "n1",
+      idPrefix: "c",
+      name: containerName(id),
+      labels: containerLabels({ ...id, namespace: "ns", ...(ref.restartedAt !== undefined && { restartedAt: ref.restartedAt }) }),
+    },
+    over,
+  );
 }
 
 export function viewOf(spec: StoredPodGroup, containers: CachedContainer[]): GroupView {
