@@ -27,6 +27,18 @@ export class UsageError extends Error {
   override readonly name = "UsageError";
 }
 
+/** Option `-name`'s value as an absolute http:// or https:// URL; a usage error names what is wrong. */
+export function httpUrlOption(name: string, raw: string): URL {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new UsageError(`-${name}: "${raw}" is not an absolute URL`);
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") throw new UsageError(`-${name}: "${raw}" must be an https:// URL`);
+  return url;
+}
+
 export function envName(option: string): string {
   return `CAPSTAN_${option.toUpperCase().replace(/-/g, "_")}`;
 }

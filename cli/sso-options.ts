@@ -11,7 +11,7 @@ import { defaultSsoTokenTtlMs, type SsoSettings } from "../api/console/sso.ts";
 import { maxLifetimeMs } from "../api/console/duration.ts";
 import { Email } from "../api/console/records.ts";
 import { isLoopbackHost } from "../runtime/loopback.ts";
-import { UsageError, type OptionDef, type OptionValues } from "./options.ts";
+import { httpUrlOption, UsageError, type OptionDef, type OptionValues } from "./options.ts";
 
 export const ssoOptionNames = ["oidc-issuer", "oidc-client-id", "oidc-client-secret-file", "oidc-admins", "sso-token-ttl"] as const;
 
@@ -39,13 +39,7 @@ export function ssoSettings(options: Record<string, unknown>, env: Record<string
     if (stray !== undefined) throw new UsageError(`-${stray} needs -oidc-issuer (single sign-on is off without it)`);
     return undefined;
   }
-  let u: URL;
-  try {
-    u = new URL(issuer);
-  } catch {
-    throw new UsageError(`-oidc-issuer: "${issuer}" is not an absolute URL`);
-  }
-  if (u.protocol !== "http:" && u.protocol !== "https:") throw new UsageError(`-oidc-issuer: "${issuer}" must be an https:// URL`);
+  const u = httpUrlOption("oidc-issuer", issuer);
   if (u.username || u.password || u.search || u.hash) throw new UsageError(`-oidc-issuer: "${issuer}" must not carry a user, password, query or fragment`);
   if (u.protocol === "http:" && !isLoopbackHost(u.hostname)) {
     throw new UsageError(`-oidc-issuer: "${issuer}" is plain http to another machine: codes, tokens and keys would cross the network unprotected; use https://`);

@@ -7,7 +7,7 @@ import { ssoTokenOrigin } from "../api/console/sso.ts";
 import { inProcessApi } from "../api/ui/api-client.ts";
 import { createWebConsole, type SessionTokens, type SsoLogin } from "../api/ui/web-console.ts";
 import { isLoopbackHost } from "../runtime/loopback.ts";
-import { UsageError, type OptionDef } from "./options.ts";
+import { httpUrlOption, UsageError, type OptionDef } from "./options.ts";
 import type { ServeContext } from "./serve.ts";
 
 export const webConsoleOptionDefs: OptionDef[] = [
@@ -22,13 +22,7 @@ export const webConsoleOptionDefs: OptionDef[] = [
 export function publicUrlOf(options: Record<string, unknown>): URL | undefined {
   const raw = typeof options["public-url"] === "string" ? options["public-url"].trim() : "";
   if (raw === "") return undefined;
-  let u: URL;
-  try {
-    u = new URL(raw);
-  } catch {
-    throw new UsageError(`-public-url: "${raw}" is not an absolute URL`);
-  }
-  if (u.protocol !== "https:" && u.protocol !== "http:") throw new UsageError(`-public-url: "${raw}" must be an https:// URL`);
+  const u = httpUrlOption("public-url", raw);
   if (u.username || u.password || u.search || u.hash || (u.pathname !== "/" && u.pathname !== "")) {
     throw new UsageError(`-public-url: "${raw}" must be a scheme and host only (the console is served at /ui/ of it)`);
   }
