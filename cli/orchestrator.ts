@@ -24,7 +24,9 @@ import { fencedStore } from "../adapters/store/fenced.ts";
 import type { Store } from "../adapters/store/store.ts";
 import { cachedStatusOf, InformerView, nodesInformer, storedPodGroupOf, type CachedStatus } from "../api/orchestrator/informers.ts";
 import { createDependsApi } from "../api/orchestrator/depends.ts";
+import { dependencyInformers } from "../api/orchestrator/dependency-demand.ts";
 import { createNodesApi } from "../api/orchestrator/nodes.ts";
+import { nodesRecorded } from "../api/orchestrator/node-readiness.ts";
 import { createPodGroupApi } from "../api/orchestrator/podgroups.ts";
 import { createEventsApi, decodeEvent } from "../api/orchestrator/events.ts";
 import type { EventRecord } from "../api/resources/event.ts";
@@ -60,9 +62,20 @@ export function installOrchestrator(ctx: ServeContext, settings: OrchestratorSet
   manager.addInformer(nodes).addInformer(specs).addInformer(statuses);
   const podGroups = new InformerView(specs, (e) => e.api);
   const podGroupStatuses = new InformerView(statuses, (e) => e.api);
-  manager.app.route("/", createPodGroupApi({ store, nodes, podGroups, podGroupStatuses, log, access, cluster }));
+  // The dependency definitions and statuses, for the feasibility check's dependency pods.
+  const dependencyCaches = dependencyInformers(store, { log, registry });
+  manager.addInformer(dependencyCaches.specs).addInformer(dependencyCaches.statuses);
+  manager.app.route("/", createPodGroupApi({ store, nodes, podGroups, podGroupStatuses, log, access, cluster, dependencies: dependencyCaches }));
   manager.app.route("/", createDependsApi({ store, nodes, log, access }));
   manager.app.route("/", createNodesApi({ store, nodes, podGroups, log, access }));
+  // Ready only once GET /api/nodes lists every engine of -cluster (api/orchestrator/node-readiness.ts):
+  // on a fresh store the records come from the leader's node monitor, after the informers sync.
+  let clusterNodes: string[] | undefined;
+  void cluster.nodes().then(
+    (found) => (clusterNodes = found.map((node) => node.name)),
+    (e: unknown) => log.error({ err: e }, "cannot read the cluster's nodes; /readyz stays unavailable"),
+  );
+  manager.addReadinessCheck("node-records", () => nodesRecorded(nodes, clusterNodes));
 
   // Events (docs/events.md): recorded by the leader's controllers through the fenced store, pruned
   // by the leader, read by every replica's API from its informer.

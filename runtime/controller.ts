@@ -17,6 +17,7 @@
 // initial-list adds), so nothing from a previous term is lost or needed.
 import { randomUUID } from "node:crypto";
 import { Registry } from "prom-client";
+import { onAbort } from "./abort-fanout.ts";
 import { realClock, type Clock } from "./clock.ts";
 import { silentLogger, type Logger } from "./log.ts";
 import { counter, gauge, histogram } from "./metrics.ts";
@@ -226,8 +227,8 @@ export class Controller {
   private async reconcileHandler(queue: WorkQueue, key: string, priority: number, stop: AbortSignal): Promise<void> {
     const l = { controller: this.name };
     const reconcileAbort = new AbortController();
-    const onStop = () => reconcileAbort.abort(stop.reason);
-    stop.addEventListener("abort", onStop, { once: true });
+    // One listener on the controller's signal for all reconciles in flight (abort-fanout.ts).
+    const unsubscribe = onAbort(stop, () => reconcileAbort.abort(stop.reason));
     let timedOut = false;
     const timer = this.clock.setTimer(this.reconcileTimeoutMs, () => {
       timedOut = true;
@@ -258,7 +259,7 @@ export class Controller {
       failure = { error, panic: false };
     } finally {
       timer.cancel();
-      stop.removeEventListener("abort", onStop);
+      unsubscribe();
       this.m.active.dec(l);
       this.m.time.observe(l, (this.clock.now() - startedAt) / 1000);
     }

@@ -3,6 +3,7 @@
 // may still complete later; callers must therefore only use calls whose late completion is
 // harmless (reads, or writes they re-check), which is the case for everything in runtime/.
 import type { Clock } from "./clock.ts";
+import { onAbort } from "./abort-fanout.ts";
 
 export class DeadlineExceededError extends Error {
   override readonly name = "DeadlineExceededError";
@@ -32,15 +33,16 @@ export function withDeadline<T>(
       cleanup();
       reject(new DeadlineExceededError(what, ms));
     });
-    const onAbort = () => {
+    function abortWait() {
       cleanup();
       reject(signal?.reason);
-    };
+    }
+    // One listener per signal however many calls wait on it (abort-fanout.ts).
+    const unsubscribe = signal ? onAbort(signal, abortWait) : () => {};
     const cleanup = () => {
       timer.cancel();
-      signal?.removeEventListener("abort", onAbort);
+      unsubscribe();
     };
-    signal?.addEventListener("abort", onAbort, { once: true });
     promise.then(
       (v) => {
         cleanup();

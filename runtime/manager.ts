@@ -31,6 +31,7 @@ import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { WebSocketServer } from "ws";
 import { Registry } from "prom-client";
+import { onAbort } from "./abort-fanout.ts";
 import { realClock, type Clock } from "./clock.ts";
 import type { Informer } from "./informer.ts";
 import { LeadershipLostError, type Elector, type StoppedLeading } from "./leaderelection.ts";
@@ -88,6 +89,8 @@ export class Manager {
   private readonly gracefulShutdownMs: number;
   private readonly informers: Informer<unknown>[] = [];
   private readonly runnables: Registered[] = [];
+  /** Further conditions of /readyz (addReadinessCheck), by name. */
+  private readonly readinessChecks = new Map<string, () => boolean>();
 
   private server: ServerType | undefined;
   /** The open WebSockets; ended with the server's other connections on stop. */
@@ -149,6 +152,16 @@ export class Manager {
   add(runnable: Runnable, options: { leaderOnly?: boolean } = {}): this {
     this.assertNotStarted();
     this.runnables.push({ runnable, leaderOnly: options.leaderOnly ?? true });
+    return this;
+  }
+
+  /**
+   * One more condition /readyz requires, shown under `name` in its checks: a component whose
+   * answers need more than synced informers (the orchestrator's node records) says so here. It
+   * must be cheap and synchronous: /readyz calls it on every probe.
+   */
+  addReadinessCheck(name: string, check: () => boolean): this {
+    this.readinessChecks.set(name, check);
     return this;
   }
 
@@ -227,6 +240,7 @@ export class Manager {
   private readiness(): Record<string, boolean> {
     const checks: Record<string, boolean> = { accepting: !this.draining && this.started };
     for (const i of this.informers) checks[`informer:${i.name}`] = i.hasSynced();
+    for (const [name, check] of this.readinessChecks) checks[name] = check();
     if (this.opts.elector) {
       const state = this.opts.elector.state();
       checks["leader-election"] = state === "leading" || state === "following";
@@ -270,10 +284,18 @@ export class Manager {
     }
   }
 
-  /** Run one runnable; a rejection before stop fails the whole manager. */
+  /**
+   * Run one runnable; a rejection before stop fails the whole manager. Each runnable gets a signal
+   * of its own that follows `signal` (through one shared listener, runtime/abort-fanout.ts), so
+   * the listeners it adds stay on its own signal: a term with a dozen runnables, each waiting on
+   * its signal, is not a dozen listeners on one AbortSignal.
+   */
   private async supervise(runnable: Runnable, signal: AbortSignal): Promise<void> {
+    const own = new AbortController();
+    if (signal.aborted) own.abort(signal.reason);
+    const unsubscribe = onAbort(signal, () => own.abort(signal.reason));
     try {
-      await runnable.start(signal);
+      await runnable.start(own.signal);
     } catch (e) {
       if (signal.aborted) {
         this.log.warn({ err: e, runnable: runnable.name }, "runnable failed while stopping");
@@ -282,6 +304,8 @@ export class Manager {
       const error = e instanceof Error ? e : new Error(String(e));
       this.log.error({ err: error, runnable: runnable.name }, "runnable failed; stopping the manager");
       void this.stop(error);
+    } finally {
+      unsubscribe();
     }
   }
 

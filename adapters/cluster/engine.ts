@@ -19,6 +19,7 @@ import {
   NotModifiedError,
 } from "./errors.ts";
 import { ClusterSpecError, type ClusterEndpoint } from "./spec.ts";
+import { onAbort } from "../../runtime/abort-fanout.ts";
 
 /** Client TLS material for engines reached over TLS: PEM text (not file paths). */
 export interface EngineTls {
@@ -95,10 +96,9 @@ export class Engine {
       // Not p-queue's own `signal` option: it keeps an abort listener per task for good, and it
       // rejects an aborted task only when the task's turn comes. Here the caller stops waiting at
       // once, and the slot, when it comes, is handed on without a call.
-      const onAbort = () => reject(signal?.reason);
-      signal?.addEventListener("abort", onAbort, { once: true });
+      const unsubscribe = signal ? onAbort(signal, () => reject(signal.reason)) : undefined;
       void this.writes.add(async () => {
-        signal?.removeEventListener("abort", onAbort);
+        unsubscribe?.();
         if (signal?.aborted) return;
         try {
           resolve(await this.bounded(call, call.timeoutMs ?? this.limits.writeTimeoutMs));
@@ -118,8 +118,8 @@ export class Engine {
       timedOut = true;
       ac.abort(new Error(`timed out after ${timeoutMs} ms`));
     }, timeoutMs);
-    const onAbort = () => ac.abort(caller?.reason);
-    caller?.addEventListener("abort", onAbort, { once: true });
+    // One listener on the caller's signal however many calls share it (runtime/abort-fanout.ts).
+    const unsubscribe = caller ? onAbort(caller, () => ac.abort(caller.reason)) : undefined;
     try {
       return await call.run(this.docker, ac.signal);
     } catch (err) {
@@ -127,7 +127,7 @@ export class Engine {
       throw toClusterError(err, this.node, call.ref, call.op, timedOut ? timeoutMs : undefined, call.missing);
     } finally {
       clearTimeout(timer);
-      caller?.removeEventListener("abort", onAbort);
+      unsubscribe?.();
     }
   }
 }

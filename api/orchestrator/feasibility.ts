@@ -5,13 +5,17 @@
 //
 //   capacity  the ready node records (cpus, memoryBytes), in full;
 //   demand    every stored, not-deleting PodGroup's numInstances x its pod's summed container
-//             limits, with the changing group counted as it would be after the change;
-//   accepted  when demand fits capacity in total, for memory and for CPU, and one pod fits whole on
-//             at least one ready node that matches its placement filters.
+//             limits, with the changing group counted as it would be after the change, plus the
+//             dependency pods those groups need (dependency-demand.ts: a pod of each listed
+//             dependency on every node a group's instances occupy, unless one is there already);
+//   accepted  when demand fits capacity in total, for memory and for CPU, and one pod fits whole,
+//             with the dependency pods it would need on that node, on at least one ready node that
+//             matches its placement filters.
 //
-// A change that asks for no more than before (fewer instances, smaller limits, or a spec change
-// of the same size) is always accepted: a cluster that lost a node must still be able to scale
-// down. Containers without limits reserve nothing, so such pods only need a ready node.
+// A change that asks for no more than before (fewer instances, smaller limits, no new dependency
+// pods, or a spec change of the same size) is always accepted: a cluster that lost a node must
+// still be able to scale down. Containers without limits reserve nothing, so such pods only need
+// a ready node.
 //
 // The totals check does not bin-pack every instance: it can accept a spec that fragmentation then
 // leaves partly unplaced (the controller reports that pod as pending with the reason). A precise
@@ -70,6 +74,18 @@ export interface FeasibilityInput {
   after: GroupShape;
   /** The pod's placement filters (already parsed). */
   filters?: readonly PlacementFilter[];
+  /** Dependency pods (dependency-demand.ts); none when absent. */
+  dependencies?: DependencyDemand;
+}
+
+/** The dependency pods of a change: every stored group's, with this group before and after it. */
+export interface DependencyDemand {
+  before: Demand;
+  after: Demand;
+  /** How many pods `after` is (for the message). */
+  afterPods: number;
+  /** What one pod of the group needs on `node` besides itself: its dependencies' pods not there yet. */
+  onNode(node: string): Demand;
 }
 
 export type Verdict = { ok: true } | { ok: false; message: string };
@@ -83,9 +99,16 @@ export function grows(before: GroupShape | undefined, after: GroupShape): boolea
   return a.memoryBytes > b.memoryBytes || a.nanoCpus > b.nanoCpus;
 }
 
+/** Whether `a` asks for more than `b` of memory or CPU. */
+function exceeds(a: Demand, b: Demand): boolean {
+  return a.memoryBytes > b.memoryBytes || a.nanoCpus > b.nanoCpus;
+}
+
 export function checkFeasibility(input: FeasibilityInput): Verdict {
   const { before, after } = input;
-  if (!grows(before, after)) return { ok: true };
+  const deps = input.dependencies;
+  const moreDependencyPods = deps !== undefined && after.numInstances > 0 && exceeds(deps.after, deps.before);
+  if (!grows(before, after) && !moreDependencyPods) return { ok: true };
   const ready = input.nodes.filter((n) => n.state === "ready");
   if (ready.length === 0) return { ok: false, message: "no ready nodes: the node monitor has recorded no reachable Docker engine" };
 
@@ -95,14 +118,16 @@ export function checkFeasibility(input: FeasibilityInput): Verdict {
   );
   const pod = podDemand(after.pod);
   const group = { memoryBytes: after.numInstances * pod.memoryBytes, nanoCpus: after.numInstances * pod.nanoCpus };
-  const total = addDemand(input.others, group);
+  const dependencyPods = deps?.after ?? noDemand;
+  const total = addDemand(addDemand(input.others, group), dependencyPods);
   const nodes = `${ready.length} ready node${ready.length === 1 ? "" : "s"}`;
+  const podsNote = (amount: string) => (deps && deps.afterPods > 0 ? ` plus ${amount} for ${deps.afterPods} dependency pod${deps.afterPods === 1 ? "" : "s"}` : "");
   if (total.memoryBytes > capacity.memoryBytes) {
     return {
       ok: false,
       message:
         `not enough memory: ${after.numInstances} x ${mib(pod.memoryBytes)} for this group plus ${mib(input.others.memoryBytes)} ` +
-        `for the others needs ${mib(total.memoryBytes)}; the ${nodes} have ${mib(capacity.memoryBytes)}`,
+        `for the others${podsNote(mib(dependencyPods.memoryBytes))} needs ${mib(total.memoryBytes)}; the ${nodes} have ${mib(capacity.memoryBytes)}`,
     };
   }
   if (total.nanoCpus > capacity.nanoCpus) {
@@ -110,17 +135,21 @@ export function checkFeasibility(input: FeasibilityInput): Verdict {
       ok: false,
       message:
         `not enough CPU: ${after.numInstances} x ${cpus(pod.nanoCpus)} for this group plus ${cpus(input.others.nanoCpus)} ` +
-        `for the others needs ${cpus(total.nanoCpus)}; the ${nodes} have ${cpus(capacity.nanoCpus)}`,
+        `for the others${podsNote(cpus(dependencyPods.nanoCpus))} needs ${cpus(total.nanoCpus)}; the ${nodes} have ${cpus(capacity.nanoCpus)}`,
     };
   }
   const whole = ready.map(
     (n): NodeCapacity => ({ ...n, freeMemoryBytes: n.memoryBytes, freeNanoCpus: Math.round(n.cpus * nanoCpusPerCpu) }),
   );
-  if (rankNodes(whole, { request: pod, filters: input.filters ?? [] }).length === 0) {
+  // Node by node: the dependency pods a pod needs differ with what each node has already.
+  const fits = whole.some((node) => rankNodes([node], { request: addDemand(pod, deps?.onNode(node.name) ?? noDemand), filters: input.filters ?? [] }).length > 0);
+  if (!fits) {
     const filtered = input.filters?.length ? " that matches the pod's filters" : "";
+    const least = deps ? whole.map((node) => deps.onNode(node.name)).sort((a, b) => a.memoryBytes - b.memoryBytes)[0] ?? noDemand : noDemand;
+    const withDeps = least.memoryBytes > 0 || least.nanoCpus > 0 ? ` (with the dependency pods it needs there: ${mib(pod.memoryBytes + least.memoryBytes)} and ${cpus(pod.nanoCpus + least.nanoCpus)})` : "";
     return {
       ok: false,
-      message: `one pod needs ${mib(pod.memoryBytes)} and ${cpus(pod.nanoCpus)} on one node; no ready node${filtered} has that much`,
+      message: `one pod needs ${mib(pod.memoryBytes)} and ${cpus(pod.nanoCpus)} on one node${withDeps}; no ready node${filtered} has that much`,
     };
   }
   return { ok: true };

@@ -35,7 +35,8 @@ import { accepted, errorHandler, invalid, isoNow, notAllowed, notFound, notFound
 import type { NodeRecord } from "../resources/node.ts";
 import { PodGroupSpecInput, PodSpecInput, type PodGroupSpec, type PodSpec, type StoredPodGroup } from "../resources/podgroup.ts";
 import { DemandIndex } from "./demand.ts";
-import { checkFeasibility, type GroupShape } from "./feasibility.ts";
+import { checkFeasibility, type DependencyDemand } from "./feasibility.ts";
+import { dependencyPodsDemand, dependencyPodsOnNode, DependencyUseIndex, factsOf, usesOf, type DependencyInformers } from "./dependency-demand.ts";
 import { openApiDocument } from "./openapi.ts";
 import { normalised, placementFilters } from "./pod-input.ts";
 import { mountExec } from "./exec.ts";
@@ -59,6 +60,11 @@ export interface PodGroupApiOptions {
   cluster?: Cluster;
   /** Wall clock for the records' times and the logs' `since` (default the system's). */
   clock?: WallClock;
+  /**
+   * The dependency definitions and statuses (dependency-demand.ts): with them the feasibility
+   * check counts the dependency pods the groups need; without them, none.
+   */
+  dependencies?: DependencyInformers;
 }
 
 const checkUrlOf = (name: string) => `/api/podgroups?name=${encodeURIComponent(name)}`;
@@ -67,6 +73,7 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
   const { store } = opts;
   const log = (opts.log ?? silentLogger).child({ api: "podgroups" });
   const demand = new DemandIndex(opts.podGroups);
+  const dependencyUses = new DependencyUseIndex(opts.podGroups);
   const reader = new PodGroupReader(store, opts.podGroups, opts.podGroupStatuses);
   const { gate, hostAccess } = opts.access;
   const clock = opts.clock ?? systemWallClock;
@@ -76,9 +83,24 @@ export function createPodGroupApi(opts: PodGroupApiOptions): Hono {
   app.onError(errorHandler(log));
   app.notFound(notFoundHandler);
 
+  /** The dependency pods of every stored group, with this one as `before` and as `after` (dependency-demand.ts). */
+  const dependencyDemand = (nodes: readonly NodeRecord[], before: StoredPodGroup | undefined, after: StoredPodGroup): DependencyDemand | undefined => {
+    if (opts.dependencies === undefined) return undefined;
+    const facts = factsOf(opts.dependencies);
+    const ready = nodes.filter((n) => n.state === "ready").map((n) => n.name);
+    const others = dependencyUses.othersThan(after.name);
+    const withGroup = (group: StoredPodGroup | undefined) => (group === undefined || group.deleting ? others : [...others, { numInstances: group.numInstances, uses: usesOf(group) }]);
+    const was = dependencyPodsDemand(withGroup(before), ready, facts);
+    const will = dependencyPodsDemand(withGroup(after), ready, facts);
+    const uses = usesOf(after);
+    return { before: was.demand, after: will.demand, afterPods: will.pods, onNode: (node) => dependencyPodsOnNode(uses, node, facts) };
+  };
+
   /** Throws 409 InsufficientResources when the change cannot fit the cluster. */
-  const admit = (what: string, before: GroupShape | undefined, after: GroupShape & { name: string }, filters: PlacementFilter[]) => {
-    const verdict = checkFeasibility({ nodes: opts.nodes.list(), others: demand.othersThan(after.name), before, after, filters });
+  const admit = (what: string, before: StoredPodGroup | undefined, after: StoredPodGroup, filters: PlacementFilter[]) => {
+    const nodes = opts.nodes.list();
+    const dependencies = dependencyDemand(nodes, before, after);
+    const verdict = checkFeasibility({ nodes, others: demand.othersThan(after.name), before, after, filters, ...(dependencies && { dependencies }) });
     if (!verdict.ok) throw notAllowed("InsufficientResources", `cannot ${what} podgroup ${after.name}: ${verdict.message}`);
   };
 

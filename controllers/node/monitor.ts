@@ -42,6 +42,7 @@ import { keys, nameOf } from "../../api/resources/keys.ts";
 import type { NodeRecord } from "../../api/resources/node.ts";
 import type { DriftTask } from "../../api/resources/task.ts";
 import { realClock, type Clock, type TimerHandle } from "../../runtime/clock.ts";
+import { onAbort } from "../../runtime/abort-fanout.ts";
 import { withDeadline } from "../../runtime/deadline.ts";
 import { silentLogger, type Logger } from "../../runtime/log.ts";
 import type { Runnable } from "../../runtime/manager.ts";
@@ -344,12 +345,12 @@ class NodeMonitor implements Runnable {
   /** `call`, given a signal that aborts at the deadline or on stop; rejects at the deadline either way. */
   private async bounded<T>(what: string, outer: AbortSignal, call: (signal: AbortSignal) => Promise<T>): Promise<T> {
     const abort = new AbortController();
-    const forward = () => abort.abort(outer.reason);
-    outer.addEventListener("abort", forward, { once: true });
+    // One listener on `outer` for all calls in flight (runtime/abort-fanout.ts).
+    const unsubscribe = onAbort(outer, () => abort.abort(outer.reason));
     try {
       return await withDeadline(call(abort.signal), this.callTimeoutMs, this.clock, what, outer);
     } finally {
-      outer.removeEventListener("abort", forward);
+      unsubscribe();
       abort.abort();
     }
   }

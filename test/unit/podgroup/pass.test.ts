@@ -476,3 +476,45 @@ describe("secret files (R10)", () => {
     expect(cluster.list().map((container) => container.state)).toEqual(["running"]);
   });
 });
+
+describe("restart policy changed on an exited instance (R9), every transition, as whole passes", () => {
+  const policies = ["never", "onfail", "always"] as const;
+  const transitions = policies.flatMap((from) => policies.filter((to) => to !== from).map((to) => [from, to] as const));
+  const cases = transitions.flatMap(([from, to]) => [0, 3].map((code) => [from, to, code] as const));
+
+  it.each(cases)("%s -> %s after exit %i: the exit is judged again under the policy in force, counted once", async (from, to, code) => {
+    const store = new SqliteStore({ path: ":memory:" });
+    const cluster = new FakeCluster({ nodes: ["n1"], now: () => wall });
+    const process = await startProcess(store, cluster);
+    const pod = () => cluster.list().find((container) => !isPreviousContainer(container))!;
+    const shown = async () => (await readStatus(store))!.status.pods[0]!;
+    const record = async () => Object.values(readInternal((await readStatus(store))?.status).instances)[0]!;
+    await putSpec(store, spec(1, 1, { restartPolicy: from }));
+    await process.pass("web");
+    wall += stepMs;
+    await process.pass("web");
+    expect(pod().state).toBe("running");
+
+    cluster.exit(pod().node, pod().id, code);
+    await settle();
+    await process.pass("web"); // the exit is counted under `from`; no restart before its back-off
+    const restartsUnderFrom = from === "always" || (from === "onfail" && code !== 0);
+    expect(pod().state).toBe("exited");
+    expect((await shown()).lastError).toContain(restartsUnderFrom ? "restart 1 at" : `restart policy ${from}: not restarted`);
+    expect((await shown()).state).toBe(code === 0 ? "exited" : "failed");
+
+    // The PATCH: only the policy changes (no new pod version, no rollout).
+    await putSpec(store, spec(1, 1, { restartPolicy: to }));
+    await process.pass("web");
+    wall += 2 * stepMs; // past the first back-off (1 s from the exit)
+    await process.pass("web");
+    const restartsUnderTo = to === "always" || (to === "onfail" && code !== 0);
+    expect(pod().state).toBe(restartsUnderTo ? "running" : "exited");
+    const after = await shown();
+    expect(after.restartCount).toBe(restartsUnderTo ? 1 : 0);
+    if (!restartsUnderTo) expect(after.lastError).toBe(`exited with code ${code}; restart policy ${to}: not restarted`);
+    else expect(after.lastError).not.toContain("not restarted");
+    expect((await record()).failures).toBe(1); // judged again, not counted twice
+    expect(cluster.calls.filter((call) => call.method === "create")).toHaveLength(1); // restarted in place, never redeployed
+  });
+});

@@ -1,3 +1,4 @@
+import { getEventListeners } from "node:events";
 import { describe, expect, it } from "vitest";
 import { FakeClock, flushMicrotasks } from "../../../runtime/clock.ts";
 import { LeaderElector, LeadershipLostError } from "../../../runtime/leaderelection.ts";
@@ -131,5 +132,39 @@ describe("Manager with leader election", () => {
     await manager.stop();
     expect((await manager.app.request("/readyz")).status).toBe(503);
     expect((await manager.app.request("/healthz")).status).toBe(200);
+  });
+
+  it("a readiness check added by a component holds /readyz at 503 until it passes, and is shown by name", async () => {
+    const { manager } = world(false);
+    let recorded = false;
+    manager.addReadinessCheck("node-records", () => recorded);
+    await manager.start();
+    await flushMicrotasks();
+    const before = await manager.app.request("/readyz");
+    expect(before.status).toBe(503);
+    expect(await before.json()).toMatchObject({ status: "unavailable", checks: { accepting: true, "leader-election": true, "node-records": false } });
+    recorded = true;
+    expect((await manager.app.request("/readyz")).status).toBe(200);
+    await manager.stop();
+  });
+
+  it("each runnable waits on a signal of its own: a term of many runnables holds one listener on the term's signal", async () => {
+    const { manager } = world(false);
+    const signals: AbortSignal[] = [];
+    for (let i = 0; i < 15; i++) {
+      manager.add({
+        name: `r${i}`,
+        start: (signal) => {
+          signals.push(signal);
+          return new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+        },
+      });
+    }
+    await manager.start();
+    await flushMicrotasks();
+    expect(new Set(signals).size).toBe(15);
+    expect(signals.every((signal) => getEventListeners(signal, "abort").length === 1)).toBe(true);
+    await manager.stop();
+    expect(signals.every((signal) => signal.aborted)).toBe(true);
   });
 });
