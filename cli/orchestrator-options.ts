@@ -10,6 +10,12 @@ export const orchestratorOptionDefs: OptionDef[] = [
   { name: "depends-gc", type: "duration", help: "reclaim a dependency pod once nothing has referenced it for this long", default: "5m" },
   { name: "workers", type: "int", help: "PodGroups reconciled in parallel", default: 8 },
   { name: "node-timeout", type: "duration", help: "a node unreachable this long has its non-stateful instances drifted to other nodes", default: "60s" },
+  {
+    name: "lease-duration",
+    type: "duration",
+    help: "leader lease: a crashed leader is replaced within this long (whole seconds, at least 2s); the leader steps down after 2/3 of it without a renewal (docs/high-availability.md)",
+    default: "15s",
+  },
   { name: "event-ttl", type: "duration", help: "events not seen again for this long are deleted, 1h when not given (at most the newest 5000 are kept; docs/events.md)" },
   {
     name: "registry-token-file",
@@ -38,6 +44,8 @@ export interface OrchestratorSettings {
   dependsGcMs: number;
   /** -node-timeout: a node unreachable this long gets an auto-drift task. */
   nodeTimeoutMs: number;
+  /** -lease-duration: the leader election's lease and the timings derived from it. */
+  lease?: LeaseTimings;
   /** -event-ttl: events not seen again for this long are pruned (docs/events.md; default 1 h). */
   eventTtlMs?: number;
   /**
@@ -54,6 +62,30 @@ export interface OrchestratorSettings {
    * `capstan up` without HTTPS sets its own address on loopback).
    */
   registryRealm?: string;
+}
+
+/**
+ * The leader election's timings for a lease of `leaseDurationMs` (docs/high-availability.md): the
+ * leader steps down after 2/3 of the lease without a successful renewal, so it stops acting before
+ * the store lets anyone else be elected; a follower looks again every fifth of that (at most 2 s),
+ * keeping client-go's constraints (lease > renew deadline > 1.2 x retry period). 15 s gives the
+ * elector's defaults: 15 s, 10 s, 2 s.
+ */
+export interface LeaseTimings {
+  ttlSeconds: number;
+  renewDeadlineMs: number;
+  retryPeriodMs: number;
+}
+
+export function leaseTimings(leaseDurationMs: number): LeaseTimings {
+  // etcd leases count whole seconds, and 2 s is etcd's minimum TTL (it raises a shorter one).
+  if (!Number.isInteger(leaseDurationMs / 1000) || leaseDurationMs < 2000) {
+    throw new UsageError("-lease-duration: must be whole seconds, at least 2s");
+  }
+  // Past an hour a crashed leader would leave the controllers stopped for longer than any operator waits.
+  if (leaseDurationMs > 3_600_000) throw new UsageError("-lease-duration: must be at most 1h");
+  const renewDeadlineMs = Math.round((leaseDurationMs * 2) / 3);
+  return { ttlSeconds: leaseDurationMs / 1000, renewDeadlineMs, retryPeriodMs: Math.min(2000, Math.floor(renewDeadlineMs / 5)) };
 }
 
 /** `host[:port]` as an image reference starts: a name or IPv4 address, or a bracketed IPv6 one. */
@@ -82,8 +114,10 @@ export function orchestratorSettings(options: Record<string, unknown>): Orchestr
   }
   const registryCaFile = nonEmpty(options["registry-ca"]);
   const registryCa = registryCaFile === undefined ? undefined : readPemOption("registry-ca", registryCaFile, "CERTIFICATE");
+  const lease = leaseTimings((options["lease-duration"] as number | undefined) ?? 15_000);
   return {
     updateWaitMs: options["update-wait"] as number,
+    lease,
     refreshIntervalMs,
     workers,
     dependsGcMs: options["depends-gc"] as number,

@@ -52,6 +52,8 @@ export interface ServeOptions {
   auth: AuthSettings;
   /** The leader key; every process running the same controllers must share it. */
   leaderKey: string;
+  /** The leader election's lease TTL and timings (-lease-duration); the elector's defaults when absent. */
+  lease?: { ttlSeconds: number; renewDeadlineMs: number; retryPeriodMs: number };
   log: Logger;
 }
 
@@ -98,8 +100,8 @@ export async function serve(opts: ServeOptions, install: (ctx: ServeContext) => 
   const registry = new Registry();
   // A real lease on either store: two processes on one SQLite file (or an overlapping restart) get
   // one leader and fenced writes, exactly as on etcd. After a crash the next process leads once the
-  // dead one's lease expires (15 s); a clean stop revokes it, so a restart leads at once.
-  const elector: Elector = new LeaderElector({ store, key: opts.leaderKey, identity, log, registry });
+  // dead one's lease expires (-lease-duration, 15 s by default); a clean stop revokes it, so a restart leads at once.
+  const elector: Elector = new LeaderElector({ store, key: opts.leaderKey, identity, log, registry, ...opts.lease });
   const manager = new Manager({
     name: opts.name,
     http: listen,

@@ -94,6 +94,8 @@ export class EtcdStore implements Store {
   readonly description: string;
   private readonly client: Etcd3;
   private readonly callTimeoutMs: number;
+  /** Tries of a call gRPC failed before sending it (see call()). */
+  private readonly unsentTries: number;
   private readonly dialTimeoutMs: number;
   private readonly watchPrevKv: boolean;
   /** What failures are explained against (see explain()); never the password. */
@@ -113,6 +115,8 @@ export class EtcdStore implements Store {
       }
     }
     this.callTimeoutMs = positiveMs(options.callTimeoutMs ?? 5000, "callTimeoutMs");
+    // Enough for etcd3's breaker (three failures) to open on every dead member but one live one.
+    this.unsentTries = endpoints.length > 1 ? 3 * endpoints.length : 1;
     this.dialTimeoutMs = positiveMs(options.dialTimeoutMs ?? this.callTimeoutMs, "dialTimeoutMs");
     this.watchPrevKv = options.watchPrevKv ?? true;
     this.description = `${options.tls ? "etcds" : "etcd"}://${endpoints.join(",")}`;
@@ -345,10 +349,17 @@ export class EtcdStore implements Store {
    */
   private async call<T>(what: string, fn: () => Promise<T>, leaseId?: string): Promise<T> {
     this.assertOpen();
-    try {
-      return await fn();
-    } catch (error) {
-      throw this.explain(mapEtcdError(error, what, this.description, leaseId), what);
+    // With a member down, etcd3 still sends a call to it now and then (its per-host breaker opens
+    // after three failures and lets one through every 5 s). gRPC fails such a call before sending
+    // anything ("No connection established"), so sending it again, to another member, is safe even
+    // for a write (docs/high-availability.md).
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await fn();
+      } catch (error) {
+        if (attempt < this.unsentTries && /No connection established/.test((error as Error)?.message ?? "")) continue;
+        throw this.explain(mapEtcdError(error, what, this.description, leaseId), what);
+      }
     }
   }
 

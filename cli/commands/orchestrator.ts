@@ -36,7 +36,7 @@ export async function run(argv: string[]): Promise<number> {
   const o = args.options as { web: string; cluster: string; store: string; history: number };
   const settings = orchestratorSettings(args.options);
   return serve(
-    { name: "orchestrator", web: o.web, tls: tlsFromOptions(args.options), storeUrl: o.store, storeConnection: storeConnectionFromOptions(args.options), cluster: o.cluster, clusterTls: dockerTlsFromOptions(args.options), historyMs: o.history, auth: authFromOptions(args.options), leaderKey: orchestratorLeaderKey, log: createLogger("orchestrator") },
+    { name: "orchestrator", web: o.web, tls: tlsFromOptions(args.options), storeUrl: o.store, storeConnection: storeConnectionFromOptions(args.options), cluster: o.cluster, clusterTls: dockerTlsFromOptions(args.options), historyMs: o.history, auth: authFromOptions(args.options), leaderKey: orchestratorLeaderKey, lease: settings.lease, log: createLogger("orchestrator") },
     (ctx) => installOrchestrator(ctx, settings),
   );
 }

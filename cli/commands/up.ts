@@ -97,6 +97,7 @@ export async function run(argv: string[]): Promise<number> {
       historyMs: o.history,
       auth: authFromOptions(args.options),
       leaderKey: orchestratorLeaderKey,
+      lease: settings.lease,
       log: createLogger("capstan"),
     },
     async (ctx) => {
