@@ -29,6 +29,8 @@ const commands: Record<string, Command> = {
   deploy: { summary: "deploy an app's web proc from its definition (deploy CLUSTER -f app.yaml -image IMAGE)", load: () => import("./commands/deploy.ts") },
   apps: { summary: "register and list apps (admin: apps add|list CLUSTER ...)", load: () => import("./commands/apps.ts") },
   tokens: { summary: "create and list access tokens (admin: tokens create CLUSTER -user E-MAIL [-role viewer -apps A,B], tokens list)", load: () => import("./commands/tokens.ts") },
+  backup: { summary: "write every Capstan key of a store, at one revision, to a file (backup -store URL -o FILE)", load: () => import("./commands/backup.ts") },
+  restore: { summary: "restore a backup into a store, running platform or not (restore -store URL FILE)", load: () => import("./commands/restore.ts") },
   whoami: { summary: "show who your access token names: user, role, apps (whoami [-context CLUSTER])", load: () => import("./commands/whoami.ts") },
 };
 

@@ -1,17 +1,19 @@
 // One long-running Capstan process, the part every server command shares (`capstan up`,
 // `capstan orchestrator`, `capstan secrets`, `capstan console`): open the store and the cluster
-// (when the command drives Docker engines), elect a
-// leader (a fenced lease on etcd; trivially this process on the embedded store, which one process
-// owns), compact the store's history, serve probes and metrics, let the command install its
-// components, and run until SIGTERM/SIGINT or a failure.
+// (when the command drives Docker engines), on the embedded store take the role's OS lock (one
+// process per role and SQLite file), elect a leader (a fenced lease on either store), compact the
+// store's history (one compactor per store, under its own key), serve probes and metrics, let the
+// command install its components, and run until SIGTERM/SIGINT or a failure.
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { Registry } from "prom-client";
 import { ClusterSpecError, DockerCluster, type Cluster } from "../adapters/cluster/index.ts";
 import { openStore, StoreUrlError, type StoreConnection } from "../adapters/store/open.ts";
+import { acquireRoleLock, StoreRoleLockedError, type RoleLock } from "../adapters/store/sqlite-role-lock.ts";
+import { SqliteStore } from "../adapters/store/sqlite.ts";
 import type { Store } from "../adapters/store/store.ts";
 import { auditWrites, hostAccessPolicy, openGate, tokenGate, TokenVerifier, type ApiAccess } from "../api/auth/index.ts";
-import { StoreCompactor } from "../runtime/compactor.ts";
+import { ElectedCompactor } from "../runtime/compactor.ts";
 import { LeaderElector, type Elector } from "../runtime/leaderelection.ts";
 import type { Logger } from "../runtime/log.ts";
 import { Manager } from "../runtime/manager.ts";
@@ -97,11 +99,28 @@ export async function serve(opts: ServeOptions, install: (ctx: ServeContext) => 
   }
 
   const identity = `${hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
+  // The embedded store: one process per role and file, proven by an OS lock (docs/store.md, "One
+  // process per role"). A second one fails here at once, naming the holder. The lock also proves
+  // that every earlier holder is gone, so a leader key left by one that was killed is taken over
+  // at once rather than after its lease (-lease-duration).
+  let roleLock: RoleLock | undefined;
+  if (store instanceof SqliteStore && store.path !== ":memory:") {
+    try {
+      roleLock = acquireRoleLock(store.path, roleOf(opts.leaderKey), identity);
+    } catch (e) {
+      await store.close();
+      if (!(e instanceof StoreRoleLockedError)) throw e;
+      log.error({ lockFile: e.lockFile, holderPid: e.holderPid }, e.message);
+      process.stderr.write(`capstan: ${e.message}\n`);
+      return 1;
+    }
+  }
+  const goneHolders = roleLock?.previousHolders;
   const registry = new Registry();
-  // A real lease on either store: two processes on one SQLite file (or an overlapping restart) get
-  // one leader and fenced writes, exactly as on etcd. After a crash the next process leads once the
-  // dead one's lease expires (-lease-duration, 15 s by default); a clean stop revokes it, so a restart leads at once.
-  const elector: Elector = new LeaderElector({ store, key: opts.leaderKey, identity, log, registry, ...opts.lease });
+  // A real lease on either store, so writes are fenced exactly as on etcd. On etcd, after a crash
+  // the next process leads once the dead one's lease expires (-lease-duration, 15 s by default); a
+  // clean stop revokes it, so a restart leads at once. On the embedded store, at once either way.
+  const elector: Elector = new LeaderElector({ store, key: opts.leaderKey, identity, log, registry, ...opts.lease, ...(goneHolders && { goneHolders }) });
   const manager = new Manager({
     name: opts.name,
     http: listen,
@@ -111,7 +130,8 @@ export async function serve(opts: ServeOptions, install: (ctx: ServeContext) => 
     registry,
     elector,
   });
-  manager.add(new StoreCompactor({ store, retentionMs: opts.historyMs, log, registry }));
+  // One compactor per store, elected among every process on it (runtime/compactor.ts).
+  manager.add(new ElectedCompactor({ store, identity, retentionMs: opts.historyMs, log, registry, ...(opts.lease && { lease: opts.lease }), ...(goneHolders && { goneHolders }) }), { leaderOnly: false });
   // Tokens are checked from the store every process shares (docs/security.md); the audit line of
   // every authenticated write is written here, in front of every API of the process.
   const verifier = new TokenVerifier({ store });
@@ -128,6 +148,7 @@ export async function serve(opts: ServeOptions, install: (ctx: ServeContext) => 
     await install({ store, cluster, manager, elector, log, access, verifier });
   } catch (e) {
     await store.close();
+    roleLock?.release();
     throw e;
   }
 
@@ -152,6 +173,7 @@ export async function serve(opts: ServeOptions, install: (ctx: ServeContext) => 
   }
   const exit = await manager.finished();
   await store.close();
+  roleLock?.release();
   if (exit.code !== 0) log.error({ err: exit.error }, `${opts.name} stopped on a failure`);
   // Everything is closed, so the event loop should drain and the process end with this code. If a
   // library left a handle open, end it anyway rather than hang a supervisor's stop.
@@ -160,6 +182,11 @@ export async function serve(opts: ServeOptions, install: (ctx: ServeContext) => 
     process.exit(exit.code);
   }, 5_000).unref();
   return exit.code;
+}
+
+/** The role a leader key stands for, as a file-name part: /platform/secret-sync/leader -> secret-sync. */
+export function roleOf(leaderKey: string): string {
+  return leaderKey.replace(/^\/platform\//, "").replace(/\/leader$/, "").replace(/[^a-z0-9-]+/gi, "-").toLowerCase() || "leader";
 }
 
 /** The unix:// socket paths of a -cluster value: never mountable, with the default ones. */

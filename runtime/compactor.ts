@@ -4,11 +4,16 @@
 // compacts to the newest sample that is at least `retentionMs` old. A watch that was down for less
 // than the window resumes without a relist; a longer outage costs one relist (informer.ts).
 //
-// Run it as a leader-only runnable (Manager.add(compactor), the default), so one process compacts.
-// Compacting to a revision someone else already compacted past is not an error here.
+// One compactor per store, not per component: several server processes may share a store (`capstan
+// up` and a separate `capstan secrets`, the console, the registry), each with its own leader key.
+// So ElectedCompactor runs the compactor under a store-wide leader key of its own
+// (compactorLeaderKey), elected among every process on the store; add it as an always-running
+// runnable (Manager.add(c, {leaderOnly: false})). Compacting to a revision someone else already
+// compacted past is not an error here.
 import { Registry } from "prom-client";
 import { realClock, type Clock } from "./clock.ts";
 import { withDeadline } from "./deadline.ts";
+import { LeaderElector, type ElectionStore } from "./leaderelection.ts";
 import { isCompactedError } from "./listwatch.ts";
 import { silentLogger, type Logger } from "./log.ts";
 import { counter, gauge } from "./metrics.ts";
@@ -103,5 +108,65 @@ export class StoreCompactor {
     this.compactions.inc({ result: "success" });
     this.compactedRevision.set(revision);
     this.log.info({ revision }, "compacted");
+  }
+}
+
+/** The store-wide key whose holder compacts: one compactor per store, whatever runs on it. */
+export const compactorLeaderKey = "/platform/compactor/leader";
+
+export interface ElectedCompactorOptions extends StoreCompactorOptions {
+  store: CompactableStore & ElectionStore;
+  /** Unique per process (the process's elector identity will do: the keys differ). */
+  identity: string;
+  /** Default compactorLeaderKey. */
+  key?: string;
+  /** Lease timings (the elector's defaults when absent). */
+  lease?: { ttlSeconds: number; renewDeadlineMs: number; retryPeriodMs: number };
+  /** Holders known to be gone (LeaderElectorOptions.goneHolders). */
+  goneHolders?: ReadonlySet<string>;
+}
+
+/**
+ * A StoreCompactor that runs only while this process holds the store-wide compactor key. Its own
+ * election campaigns again after a loss (a lost compactor lease is no reason to stop a process).
+ */
+export class ElectedCompactor {
+  readonly name = "store-compactor";
+  private readonly opts: ElectedCompactorOptions;
+  private readonly compactor: StoreCompactor;
+
+  constructor(opts: ElectedCompactorOptions) {
+    this.opts = opts;
+    this.compactor = new StoreCompactor(opts);
+  }
+
+  async start(signal: AbortSignal): Promise<void> {
+    const { store, identity, log, registry, clock } = this.opts;
+    const elector = new LeaderElector({
+      store,
+      key: this.opts.key ?? compactorLeaderKey,
+      identity,
+      recampaign: true,
+      // Routine and store-wide: its election logs warnings only ("elected leader" stays the
+      // process's own election's line; the compactor logs each compaction).
+      ...(log && { log: log.child({}, { level: "warn" }) }),
+      ...(registry && { registry }),
+      ...(clock && { clock }),
+      ...this.opts.lease,
+      ...(this.opts.goneHolders && { goneHolders: this.opts.goneHolders }),
+    });
+    let term: Promise<void> = Promise.resolve();
+    elector.start({
+      onStartedLeading: (leading) => {
+        term = this.compactor.start(leading).catch(() => {});
+      },
+      onStoppedLeading: () => term,
+    });
+    await new Promise<void>((resolve) => {
+      if (signal.aborted) resolve();
+      else signal.addEventListener("abort", () => resolve(), { once: true });
+    });
+    await elector.stop();
+    await term;
   }
 }

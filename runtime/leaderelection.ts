@@ -19,6 +19,9 @@
 // that a released key (clean shutdown revokes the lease and with it the key) is taken over at once
 // instead of after the next retry.
 //
+// A holder known to be gone (goneHolders: on the embedded store, the role's OS lock proves it) is
+// not waited for: its key is deleted and the campaign goes on at once (docs/runtime.md).
+//
 // Step-down aborts the AbortSignal handed to onStartedLeading at once (no grace period: another
 // process may already lead), calls onStoppedLeading and meanwhile revokes the lease (best effort,
 // bounded by retryPeriod), so that a follower need not wait out the TTL. Whether the process then
@@ -53,7 +56,7 @@ export interface ElectionStore {
   grantLease(ttlSeconds: number): Promise<LeaseLike>;
   txn(
     compares: { key: string; target: "createRevision"; equals: number }[],
-    success: { type: "put"; key: string; value: string; lease?: string }[],
+    success: ({ type: "put"; key: string; value: string; lease?: string } | { type: "delete"; key: string })[],
   ): Promise<{ succeeded: boolean; revision: number }>;
   get(key: string): Promise<KeyValueLike | null>;
   /** A follower reads the leader key with list(key, {limit: 1}): it also answers the read revision. */
@@ -110,6 +113,12 @@ export interface LeaderElectorOptions {
   retryPeriodMs?: number;
   /** After losing leadership, campaign again instead of stopping (default false). */
   recampaign?: boolean;
+  /**
+   * Identities known to be gone for good (on the embedded store, earlier holders of the role's OS
+   * lock: docs/store.md, "One process per role"). A leader key one of them holds is taken over at once
+   * instead of after its lease runs out. Never set on etcd, where nothing proves a holder dead.
+   */
+  goneHolders?: ReadonlySet<string>;
   clock?: Clock;
   log?: Logger;
   registry?: Registry;
@@ -141,6 +150,7 @@ export class LeaderElector implements Elector {
   private readonly retryPeriodMs: number;
   private readonly renewIntervalMs: number;
   private readonly recampaign: boolean;
+  private readonly goneHolders: ReadonlySet<string>;
   private readonly clock: Clock;
   private readonly log: Logger;
   private readonly status: ReturnType<typeof gauge<"name">>;
@@ -168,6 +178,7 @@ export class LeaderElector implements Elector {
     this.retryPeriodMs = opts.retryPeriodMs ?? 2_000;
     this.renewIntervalMs = (this.ttlSeconds * 1000) / 3;
     this.recampaign = opts.recampaign ?? false;
+    this.goneHolders = opts.goneHolders ?? new Set();
     this.clock = opts.clock ?? realClock;
     this.log = (opts.log ?? silentLogger).child({ election: this.name, identity: this.identity });
     if (!opts.key) throw new TypeError("leader election: key is required");
@@ -243,6 +254,17 @@ export class LeaderElector implements Elector {
           return this.won(lease, holder.createRevision, sentAt);
         }
         await this.dropPendingLease();
+        if (holder && holder.lease !== undefined && this.goneHolders.has(holder.value)) {
+          // Its holder is proven gone: delete the key (only that term's, compared on its
+          // createRevision) and campaign again at once; a new term gets a new createRevision.
+          this.log.info({ holder: holder.value }, "the leader key's holder is gone; taking over without waiting for its lease");
+          await this.call(
+            this.store.txn([{ key: this.key, target: "createRevision", equals: holder.createRevision }], [{ type: "delete", key: this.key }]),
+            "delete a gone holder's leader key",
+            signal,
+          );
+          continue;
+        }
         // Every elector attaches its lease to the key, so a key without one was written by something
         // else (an older Capstan, a hand-made put) and would never expire: nobody could ever lead.
         // It is taken over in place, compared on its createRevision so that only that key is.

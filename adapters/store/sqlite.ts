@@ -69,6 +69,8 @@ const LEASE_EXPIRY_RETRY_MS = 50;
 
 export class SqliteStore implements Store {
   readonly description: string;
+  /** The database file (absolute when opened through openStore), or ":memory:". */
+  readonly path: string;
   private readonly db: Database.Database;
   private readonly sql: Statements;
   private readonly pollIntervalMs: number;
@@ -91,6 +93,7 @@ export class SqliteStore implements Store {
     }
     this.pollIntervalMs = pollIntervalMs;
     this.description = `sqlite://${path}`;
+    this.path = path;
     if (path !== ":memory:") {
       // Private: the store holds token hashes, specs (with their env) and sealed secrets
       // (docs/store.md). A directory made here is 0700; the file is 0600 whether new or old

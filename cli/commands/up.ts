@@ -1,7 +1,7 @@
 // `capstan up`: every component in one process, on the embedded store by default.
 //
-// What runs: the store (with its compactor), leader election (trivially single-process on the
-// embedded store; a real fenced lease on etcd), the cluster adapter checked against every engine,
+// What runs: the store (with its compactor), leader election (a fenced lease on either store; on
+// the embedded store one process per role, an OS lock, so it leads at once), the cluster adapter checked against every engine,
 // the manager's /healthz, /readyz and /metrics, the orchestrator (/api/podgroups, its controllers),
 // the console (/api/v1/...) and the secrets service (/v2/secrets, /v2/sys) with Secret-sync, each
 // installed exactly as its own command installs it. The three APIs share one address: their paths
@@ -22,6 +22,7 @@
 // The leader key is the orchestrator's: `capstan up` and `capstan orchestrator` processes sharing
 // one etcd then elect a single leader between them, instead of both running the controllers.
 import { installWebConsole, publicUrlOf, webConsoleOptionDefs } from "../web-console.ts";
+import { mkdirSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { controllersTokenRole, controllersTokenUser, ensureServiceToken } from "../../api/console/service-token.ts";
@@ -69,6 +70,8 @@ export async function run(argv: string[]): Promise<number> {
   const registryHost = nonEmpty(args.options["registry-host"]) ?? upRegistryHost(registryWeb);
   const ownToken = nonEmpty(args.options["registry-token-file"]) === undefined && registryHost !== undefined;
   const controllersTokenFile = join(o.data, "controllers-token");
+  // DATA is private (docs/store.md): it holds the store, tokens and keys. Made here, before anything writes to it.
+  mkdirSync(o.data, { recursive: true, mode: 0o700 });
   const settings = orchestratorSettings({
     ...args.options,
     ...(registryHost !== undefined && { "registry-host": registryHost }),

@@ -1,0 +1,64 @@
+// `capstan backup -store URL -o FILE`: every Capstan key of a store, read at one revision, into one
+// file in the portable backup format (docs/backup.md; adapters/store/backup.ts). Works on a
+// running platform: the read is a snapshot, and nothing is written to the store.
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
+import { BackupFormatError, writeBackup } from "../../adapters/store/backup.ts";
+import { openStore, StoreUrlError } from "../../adapters/store/open.ts";
+import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
+import { storeOption } from "../serve.ts";
+import { storeConnectionFromOptions, storeConnectionOptionDefs } from "../store-options.ts";
+
+/** What a backup holds: every component's keys (docs/store.md, "Key layout"). */
+export const backupPrefix = "/platform/";
+
+const defs: OptionDef[] = [
+  storeOption,
+  ...storeConnectionOptionDefs,
+  { name: "output", short: "o", type: "string", help: "the backup file to write (mode 0600; - for standard output)" },
+];
+
+export async function run(argv: string[]): Promise<number> {
+  const args = parseArgs(argv, defs);
+  if (args.help) {
+    process.stdout.write(usage("backup", "Writes every Capstan key of the store, read at one revision, to a backup file (docs/backup.md).", defs));
+    return 0;
+  }
+  if (args.positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])}: the file goes with -o FILE`);
+  const file = args.options.output;
+  if (typeof file !== "string" || file === "") throw new UsageError("-o FILE is required: where to write the backup");
+  const url = args.options.store as string;
+  // A mistyped path would make a new, empty store and back it up: the file must exist.
+  const sqlitePath = /^sqlite:\/\/(.+)$/i.exec(url.trim())?.[1];
+  if (sqlitePath !== undefined && sqlitePath !== ":memory:" && !existsSync(resolve(sqlitePath))) {
+    throw new UsageError(`-store ${url}: there is no database at ${resolve(sqlitePath)}`);
+  }
+  let store;
+  try {
+    store = openStore(url, storeConnectionFromOptions(args.options));
+  } catch (e) {
+    if (e instanceof StoreUrlError) throw new UsageError(e.message);
+    throw e;
+  }
+  const started = Date.now();
+  try {
+    const { header, keys, bytes } = await writeBackup(store, backupPrefix, file);
+    const where = file === "-" ? "standard output" : file;
+    process.stderr.write(`backed up ${keys} keys of ${store.description} at revision ${header.revision} to ${where} (${bytes} bytes, ${Date.now() - started} ms)\n`);
+    return 0;
+  } catch (e) {
+    if (e instanceof BackupFormatError || isExpected(e)) {
+      process.stderr.write(`capstan backup: ${(e as Error).message}\n`);
+      return 1;
+    }
+    throw e;
+  } finally {
+    await store.close();
+  }
+}
+
+/** A store or file failure to report in one line (not a bug). */
+export function isExpected(e: unknown): boolean {
+  const name = (e as Error | undefined)?.name;
+  return name === "StoreUnavailableError" || name === "EtcdAccessError" || typeof (e as NodeJS.ErrnoException | undefined)?.code === "string";
+}
