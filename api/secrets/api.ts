@@ -26,7 +26,8 @@ import { authErrorHandler, authNotFoundHandler } from "../console/errors.ts";
 import { notFound, readJsonBody } from "../http/index.ts";
 import { parseAddressQuery, parseGetQuery, readBodyText, recordFromBody } from "./params.ts";
 import { SecretCache } from "./cache.ts";
-import { SecretIntegrityError } from "./read.ts";
+import { onePerFile, SecretIntegrityError } from "./read.ts";
+import { secretPathSpellings } from "../resources/secret-path.ts";
 import { secretKey } from "./record.ts";
 import { SealedError, Vault } from "./vault.ts";
 
@@ -94,7 +95,15 @@ export function createSecretsService(opts: SecretsServiceOptions): SecretsServic
     const q = parseAddressQuery(c);
     const record = recordFromBody(await readBodyText(c));
     await authorize(who, q.app, true);
-    cache.wrote(q.app, await writes.put(secretKey(q.app, q.proc, q.path), vault.encrypt(q.app, q.proc, q.path, record)));
+    // q.path is the file's one spelling. A record of the same file stored under its other spelling
+    // (before the API stored one spelling) is replaced with it, in one transaction; reads would
+    // take the later write anyway (onePerFile), this keeps the store tidy. Such a record is looked
+    // for in the cache only: PUTs stay one batched write.
+    const key = secretKey(q.app, q.proc, q.path);
+    const value = vault.encrypt(q.app, q.proc, q.path, record);
+    const others = secretPathSpellings(q.path).slice(1).map((p) => secretKey(q.app, q.proc, p)).filter((k) => cache.holds(k));
+    const revision = others.length === 0 ? await writes.put(key, value) : (await store.txn([], [{ type: "put", key, value }, ...others.map((k) => ({ type: "delete" as const, key: k }))])).revision;
+    cache.wrote(q.app, revision);
     // Debug, not info: one synchronous log write was 3 % of a PUT's CPU (docs/secrets.md, "Crypto
     // design", the logs). Deletes (rare, destructive) stay at info.
     log.debug({ app: q.app, proc: q.proc, op: "put" }, "secret written");
@@ -105,7 +114,7 @@ export function createSecretsService(opts: SecretsServiceOptions): SecretsServic
     const who = await admit(c);
     const q = parseGetQuery(c);
     await authorize(who, q.app, false);
-    const shown = (await cache.read(q.app, q.proc, q.path))
+    const shown = onePerFile(await cache.read(q.app, q.proc, q.path))
       .map((e) => ({ path: e.path, content: e.content, owner: e.owner, group: e.group, mode: e.mode, proc: e.proc }));
     return c.json(shown);
   });
@@ -114,12 +123,17 @@ export function createSecretsService(opts: SecretsServiceOptions): SecretsServic
     const who = await admit(c);
     const q = parseAddressQuery(c);
     await authorize(who, q.app, true);
-    const key = secretKey(q.app, q.proc, q.path);
-    // One round trip: "absent" is the compare, the delete the failure branch, so a failed compare
-    // means the record existed and is now deleted (no read before the write).
-    const { succeeded: absent, revision } = await store.txn([{ key, target: "createRevision", equals: 0 }], [], [{ type: "delete", key }]);
+    // Every spelling of the file goes (secretPathSpellings). One round trip: "all absent" is the
+    // compare, the deletes the failure branch, so a failed compare means a record existed and is
+    // now deleted (no read before the write).
+    const keys = secretPathSpellings(q.path).map((p) => secretKey(q.app, q.proc, p));
+    const { succeeded: absent, revision } = await store.txn(
+      keys.map((key) => ({ key, target: "createRevision" as const, equals: 0 })),
+      [],
+      keys.map((key) => ({ type: "delete" as const, key })),
+    );
     const existed = !absent;
-    if (existed || cache.holds(key)) cache.wrote(q.app, revision);
+    if (existed || keys.some((k) => cache.holds(k))) cache.wrote(q.app, revision);
     log.info({ app: q.app, proc: q.proc, op: "delete", existed }, "secret deleted");
     return c.json({ app: q.app, proc: q.proc, path: q.path, deleted: existed });
   });

@@ -4,17 +4,21 @@
 //   app   an app name (the console's rule: a DNS label, at most 63 characters)
 //   proc  <app>.<type>.<proc_name>, whose first segment is `app` (a record of app A can never be
 //         addressed through app B); at most 128 characters, so it is a valid PodGroup name
-//   path  the file path as given (relative to /platform/app or absolute): 1..4096 characters, no
-//         control characters (NUL included), no "." or ".." segment, no empty segment ("a//b"),
-//         not ending in "/" (it names a file)
-//   mode  octal, 3 digits or 4 starting with 0 (no setuid, setgid, sticky); owner and group: root
+//   path  relative to /platform/app or absolute (api/resources/secret-path.ts): 1..4096
+//         characters, no control characters (NUL included), no "." or ".." segment, no empty
+//         segment ("a//b"), not ending in "/" (it names a file). It comes out in its one spelling
+//         (canonicalSecretPath): `/platform/app/secret.conf` is the record `secret.conf`
+//   mode  octal, 3 digits or 4 starting with 0 (no setuid, setgid, sticky); owner and group: root,
+//         the spec's only owner of secret files at runtime
 import { z } from "zod";
 import { badRequest, parseQuery, readBodyBytes } from "../http/index.ts";
 import { appNamePattern } from "../console/records.ts";
+import { secretModeProblem } from "../resources/secret-mode.ts";
+import { canonicalSecretPath, maxSecretPathLength, secretPathProblem } from "../resources/secret-path.ts";
 import type { Context } from "hono";
 import type { SecretRecord } from "./record.ts";
 
-export const maxPathLength = 4096;
+export const maxPathLength = maxSecretPathLength;
 export const maxBodyBytes = 1 << 20;
 
 const segment = "[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?";
@@ -28,12 +32,12 @@ const Proc = z
   .regex(procPattern, "must be <app>.<type>.<proc_name> (lower-case letters, digits, '-'; '_' also in proc_name)");
 const Path = z
   .string()
-  .min(1, "must not be empty")
-  .max(maxPathLength, `must be at most ${maxPathLength} characters`)
-  // eslint-disable-next-line no-control-regex
-  .refine((p) => !/[\u0000-\u001f\u007f]/.test(p), "must not contain NUL or other control characters")
-  .refine((p) => !p.split("/").some((s) => s === ".." || s === "."), "must not contain '.' or '..' segments")
-  .refine((p) => !p.endsWith("/") && !p.slice(1).includes("//") && p !== "/", "must name a file: no empty segment, no trailing '/'");
+  .superRefine((p, ctx) => {
+    const problem = secretPathProblem(p);
+    if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+  })
+  // secretPathProblem accepts only paths canonicalSecretPath resolves.
+  .transform((p) => canonicalSecretPath(p)!);
 
 const GetQuery = z.object({ app: App, proc: Proc.optional(), path: Path.optional() });
 const AddressQuery = z.object({ app: App, proc: Proc, path: Path });
@@ -56,19 +60,20 @@ export function parseAddressQuery(c: Context): z.output<typeof AddressQuery> {
   return q;
 }
 
-// The runtime installs secret files as root only (docs/secrets.md): an owner or group the
-// container would not get is refused rather than stored, shown and then not honoured.
-const Root = z.string().refine((v) => v === "root" || v === "0", 'must be "root" (or "0"): secret files belong to root at runtime (docs/secrets.md)');
+// The spec: "Only the root user is supported as file owner at runtime" (Limits: secret file user,
+// root only). An owner or group the container would not get is refused rather than stored, shown
+// and then not honoured.
+const rootOnly = 'must be "root" (or "0"): the spec supports only root as the owner of secret files at runtime (docs/secrets.md)';
+const Root = z.string().refine((v) => v === "root" || v === "0", rootOnly);
+const Mode = z.string().superRefine((m, ctx) => {
+  const problem = secretModeProblem(m);
+  if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+});
 const RecordBody = z.strictObject({
   content: z.string(),
   owner: Root.default("root"),
   group: Root.default("root"),
-  mode: z
-    .string()
-    .regex(/^[0-7]{3,4}$/, "must be an octal mode of 3 or 4 digits, like \"400\" or \"0640\"")
-    // A secret file is data: setuid, setgid or sticky bits on it would only ever be a mistake (or worse).
-    .refine((m) => !/^[1-7][0-7]{3}$/.test(m), "must not set the setuid, setgid or sticky bits (a 4-digit mode starts with 0)")
-    .default("400"),
+  mode: Mode.default("400"),
 });
 
 /**

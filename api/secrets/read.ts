@@ -4,6 +4,7 @@
 // (cache.ts), which falls back to these when the cache is behind or has no record.
 import type { Store } from "../../adapters/store/store.ts";
 import { ApiError } from "../http/index.ts";
+import { canonicalSecretPath } from "../resources/secret-path.ts";
 import { DecryptError } from "./crypto.ts";
 import { appSecretsPrefix, parseSecretKey, procSecretsPrefix, secretKey, type SecretRecord } from "./record.ts";
 import type { Vault } from "./vault.ts";
@@ -66,4 +67,21 @@ export async function readSecrets(store: Store, vault: Vault, app: string, proc?
 /** Sorts by proc, then path (the order every GET answers in), in place. */
 export function sortEntries(entries: SecretEntry[]): SecretEntry[] {
   return entries.sort((a, b) => (a.proc === b.proc ? (a.path < b.path ? -1 : a.path > b.path ? 1 : 0) : a.proc < b.proc ? -1 : 1));
+}
+
+/**
+ * The records as the API shows them: each path in its one spelling (canonicalSecretPath), and one
+ * record per file of a proc. Two can exist only when one was stored under the absolute spelling
+ * of a file under /platform/app before the API stored canonical spellings; the later write wins,
+ * as Secret-sync installs it (docs/secrets.md, "Input rules"). Sorted by proc, then path.
+ */
+export function onePerFile(entries: readonly SecretEntry[]): SecretEntry[] {
+  const byFile = new Map<string, SecretEntry>();
+  for (const e of entries) {
+    const path = canonicalSecretPath(e.path) ?? e.path;
+    const id = `${e.proc}\0${path}`;
+    const seen = byFile.get(id);
+    if (seen === undefined || e.modRevision > seen.modRevision) byFile.set(id, { ...e, path });
+  }
+  return sortEntries([...byFile.values()]);
 }

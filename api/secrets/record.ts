@@ -1,7 +1,9 @@
 // A secret record (docs/secrets.md, "Input rules": path, content, owner, group, mode) and its storage:
 //   /platform/secrets/<app>/<proc>/<encodeURIComponent(path)>  = encrypt(AAD, plaintext)
-// The path is one encoded key segment, so "/" in it never nests and "conf/a" and "/conf/a" are
-// different records, as docs/secrets.md's "path as given" wants. The plaintext is one JSON header line
+// The path is one encoded key segment, so "/" in it never nests; it is the file's one spelling
+// (api/resources/secret-path.ts: `conf/a` for /platform/app/conf/a, while `/conf/a` is another
+// file). Records stored before that rule may sit under `/platform/app/conf/a`: read.ts's
+// onePerFile shows them as `conf/a`. The plaintext is one JSON header line
 // followed by the raw content bytes: content is not JSON-escaped, so a 1 MiB file stays about
 // 1 MiB (etcd refuses requests over 1.5 MiB by default; escaping control characters could
 // sextuple the size).

@@ -2,6 +2,7 @@
 // files through the secrets service (docs/secrets.md), as the cluster's maintainer token.
 // proc is `<app>.<type>.<proc_name>` (docs/secrets.md, "Input rules") (e.g. hello.web.web); the app is its first segment.
 import { readFile } from "node:fs/promises";
+import { sameSecretFile } from "../../api/resources/secret-path.ts";
 import { appOfProc, clusterClients, clusterCommandOptionDefs, positionals } from "../cluster-options.ts";
 import { CommandFailure, reportFailure } from "../failure.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
@@ -110,7 +111,8 @@ async function view(argv: string[]): Promise<number> {
   try {
     const { secrets } = clusterClients(cluster!, args.options);
     const records = (await secrets.list(app, proc))
-      .filter((r) => only === undefined || r.path === only)
+      // Either spelling of a file under /platform/app finds it (docs/secrets.md, "Input rules").
+      .filter((r) => only === undefined || sameSecretFile(r.path, only))
       .sort((a, b) => (a.proc ?? "").localeCompare(b.proc ?? "") || a.path.localeCompare(b.path));
     if (only !== undefined && records.length === 0) throw new CommandFailure(`${target} has no secret file ${only}`);
     if (output === "json") process.stdout.write(`${JSON.stringify(records, null, 2)}\n`);

@@ -6,6 +6,8 @@
 // each other, so the marker is decoded here from its stored form, and only the fields the gate
 // needs are read. Pure.
 
+import { resolveSecretPath } from "../../api/resources/secret-path.ts";
+
 export const defaultSecretMarkerPrefix = "/platform/secret-sync/installed/";
 
 export interface SecretMarkerEntry {
@@ -46,6 +48,7 @@ export function secretsNotReady(marker: SecretMarkerEntry | undefined, group: st
   if (secretFiles.length === 0) return undefined;
   if (!marker || marker.podGroup !== group) return waitingForSecrets;
   if (marker.error !== undefined) return marker.error;
-  const have = new Set(marker.paths);
-  return secretFiles.every((p) => have.has(p)) ? undefined : waitingForSecrets;
+  // One file, either spelling (`secret.conf` is `/platform/app/secret.conf`: docs/secret-sync.md).
+  const have = new Set(marker.paths.map((p) => resolveSecretPath(p) ?? p));
+  return secretFiles.every((p) => have.has(resolveSecretPath(p) ?? p)) ? undefined : waitingForSecrets;
 }

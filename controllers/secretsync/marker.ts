@@ -3,6 +3,7 @@
 // container whose pod lists secret files only once this marker exists without `error` and names
 // every listed path; with `error` it reports the error and leaves the container created.
 import { createHash } from "node:crypto";
+import { resolveSecretPath } from "../../api/resources/secret-path.ts";
 
 export const defaultMarkerPrefix = "/platform/secret-sync/installed/";
 
@@ -22,6 +23,17 @@ export interface Marker {
   at: string;
   /** Node of the container (additive to the contract): lets the garbage collector look it up. */
   node?: string;
+  /**
+   * Container paths (resolved) of the secret files this controller put into the container and
+   * has not removed, error or not (additive): what to remove when a record is deleted. A marker
+   * without it records them in `files` only.
+   */
+  present?: string[];
+  /**
+   * Container paths of files of deleted secrets that were emptied because the container could not
+   * remove them then (not running, say); removed once it runs (additive).
+   */
+  emptied?: string[];
 }
 
 export interface MarkerEntry {
@@ -48,7 +60,8 @@ export function decodeMarker(kv: { key: string; value: string }): MarkerEntry {
       typeof v.podGroup === "string" &&
       Array.isArray(v.files) &&
       v.files.every((f) => typeof f?.path === "string" && typeof f.digest === "string") &&
-      (v.error === undefined || typeof v.error === "string");
+      (v.error === undefined || typeof v.error === "string") &&
+      [v.present, v.emptied].every((list) => list === undefined || (Array.isArray(list) && list.every((p) => typeof p === "string")));
     return { containerId, marker: ok ? (v as Marker) : undefined };
   } catch {
     return { containerId, marker: undefined };
@@ -65,4 +78,23 @@ export function markerCovers(marker: Marker | undefined, podGroup: string, files
 /** An error marker has nothing to compare but its text. */
 export function markerHasError(marker: Marker | undefined, podGroup: string, error: string): boolean {
   return marker !== undefined && marker.podGroup === podGroup && marker.error === error;
+}
+
+/**
+ * The container paths of the files the marker says are in the container: its `present`, or for a
+ * marker written before that field, its files when it has no error (an older error marker knows
+ * of none).
+ */
+export function presentFiles(marker: Marker | undefined): string[] {
+  if (marker === undefined) return [];
+  if (marker.present !== undefined) return marker.present;
+  if (marker.error !== undefined) return [];
+  return marker.files.flatMap((f) => resolveSecretPath(f.path) ?? []);
+}
+
+/** Whether two lists of paths hold the same paths. */
+export function samePaths(a: readonly string[], b: readonly string[]): boolean {
+  const x = new Set(a);
+  const y = new Set(b);
+  return x.size === y.size && [...x].every((p) => y.has(p));
 }

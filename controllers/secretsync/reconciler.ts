@@ -19,6 +19,10 @@
 //   containers included.
 // - S4 a marker is deleted only when its container is gone from the cache, which keeps the
 //   containers of an unreachable node (ContainerCache I4): "unknown" is never taken for "gone".
+// - S5 a file this controller put into a container (the marker's `present`) whose record is
+//   deleted leaves the container: removed with `rm` when the container runs and can, else emptied
+//   (its content replaced by nothing, which works in any state) and removed once it runs; the
+//   marker says so only after.
 import type { ContainerCache, CachedContainer } from "../../adapters/cluster/container-cache.ts";
 import { buildTar, EngineError, InvalidRequestError, NotFoundError, type Cluster } from "../../adapters/cluster/index.ts";
 import type { Store } from "../../adapters/store/store.ts";
@@ -27,8 +31,8 @@ import { withDeadline } from "../../runtime/deadline.ts";
 import type { Informer } from "../../runtime/informer.ts";
 import type { ReconcileContext, Result } from "../../runtime/result.ts";
 import { isPreviousContainer } from "../shared/previous.ts";
-import { planInstall } from "./files.ts";
-import { decodeMarker, markerCovers, markerHasError, type Marker, type MarkerEntry } from "./marker.ts";
+import { filesToRemove, planInstall } from "./files.ts";
+import { decodeMarker, markerCovers, markerHasError, presentFiles, samePaths, type Marker, type MarkerEntry } from "./marker.ts";
 import { appOf, listsSecrets, type SpecEntry } from "./specs.ts";
 import type { SecretFileRecord, SyncVault } from "./vault.ts";
 
@@ -126,14 +130,36 @@ export class SecretSyncReconciler {
     ctx: ReconcileContext,
   ): Promise<void> {
     const current = this.o.markers.get(this.o.markerKey(c.id))?.marker;
+    // S5: files whose record was deleted go first, whatever the rest of the plan.
+    const before = presentFiles(current);
+    const gone = filesToRemove(before, records);
+    const present = before.filter((p) => !gone.includes(p));
+    // Emptied earlier (the container could not run rm then): removed once it runs. A file whose
+    // record is back is no longer ours to remove: it is installed again, or was never listed.
+    let emptied = filesToRemove(current?.emptied ?? [], records);
+    if (gone.length > 0) {
+      if ((await this.removeFiles(c, gone, ctx)) === "emptied") emptied = [...new Set([...emptied, ...gone])];
+    } else if (emptied.length > 0 && c.state === "running") {
+      // One try: an image without rm keeps the empty file (docs/secret-sync.md, "Deleted secrets").
+      if (await this.runRm({ node: c.node, id: c.id }, emptied, ctx)) ctx.log.info({ container: c.id, node: c.node, files: emptied }, "emptied secret files removed");
+      emptied = [];
+    }
+    const bookkeeping = { present, ...(emptied.length > 0 ? { emptied } : {}) };
+    const sameBookkeeping = current?.present !== undefined && samePaths(before, present) && samePaths(current.emptied ?? [], emptied);
+
     const plan = planInstall(name, listed, records);
     if (plan.kind === "error") {
-      if (markerHasError(current, name, plan.error)) return;
+      if (markerHasError(current, name, plan.error) && sameBookkeeping) return;
       ctx.log.info({ container: c.id, error: plan.error }, "secret files cannot be installed");
-      await this.writeMarker(c, { podGroup: name, files: [], error: plan.error }, ctx);
+      await this.writeMarker(c, { podGroup: name, files: [], error: plan.error, ...bookkeeping }, ctx);
       return;
     }
-    if (markerCovers(current, name, plan.installed)) return; // S3
+    if (markerCovers(current, name, plan.installed)) {
+      // S3: nothing to upload; a removal above is recorded. (A marker from before `present`
+      // counts its files as present: presentFiles.)
+      if (gone.length > 0 || !samePaths(current?.emptied ?? [], emptied)) await this.writeMarker(c, { podGroup: name, files: plan.installed, ...bookkeeping }, ctx);
+      return;
+    }
     const tar = await buildTar(plan.files);
     try {
       await this.o.cluster.putArchive({ node: c.node, id: c.id }, "/", tar, { signal: ctx.signal });
@@ -143,11 +169,61 @@ export class SecretSyncReconciler {
       if (!refusedArchive(err)) throw err;
       const error = `secret files of ${name} cannot be installed: ${err.message}`;
       ctx.log.warn({ container: c.id, node: c.node, error }, "the engine refused the secret files");
-      if (!markerHasError(current, name, error)) await this.writeMarker(c, { podGroup: name, files: [], error }, ctx);
+      if (!(markerHasError(current, name, error) && sameBookkeeping)) await this.writeMarker(c, { podGroup: name, files: [], error, ...bookkeeping }, ctx);
       return;
     }
     ctx.log.info({ container: c.id, node: c.node, files: plan.installed.map((f) => f.path) }, "secret files installed");
-    await this.writeMarker(c, { podGroup: name, files: plan.installed }, ctx); // S2: after the upload
+    const installed = plan.files.map((f) => f.path);
+    const nowPresent = [...new Set([...present, ...installed])];
+    const stillEmptied = emptied.filter((p) => !installed.includes(p));
+    await this.writeMarker(c, { podGroup: name, files: plan.installed, present: nowPresent, ...(stillEmptied.length > 0 ? { emptied: stillEmptied } : {}) }, ctx); // S2: after the upload
+  }
+
+  /**
+   * S5: takes files out of a container. A running container runs `rm -f` (no shell); when it
+   * cannot (not running, no `rm` in the image, a user that may not delete there), each file is
+   * emptied instead through the archive upload, which works in every state and needs nothing in
+   * the image: the secret's content is gone either way, and an emptied file stays as an empty,
+   * root-only (400) file until the container runs (the marker's `emptied`). Only a failure to
+   * reach the engine throws (retried with back-off).
+   */
+  private async removeFiles(c: CachedContainer, paths: string[], ctx: ReconcileContext): Promise<"removed" | "emptied"> {
+    const ref = { node: c.node, id: c.id };
+    if (c.state === "running" && (await this.runRm(ref, paths, ctx))) {
+      ctx.log.info({ container: c.id, node: c.node, files: paths }, "secret files of deleted secrets removed");
+      return "removed";
+    }
+    const tar = await buildTar(paths.map((path) => ({ path, content: "", mode: 0o400, uid: 0, gid: 0 })));
+    try {
+      await this.o.cluster.putArchive(ref, "/", tar, { signal: ctx.signal });
+    } catch (err) {
+      // A path that became a directory holds no secret of ours any more.
+      if (!refusedArchive(err)) throw err;
+    }
+    ctx.log.info({ container: c.id, node: c.node, files: paths }, "secret files of deleted secrets emptied (the container could not remove them)");
+    return "emptied";
+  }
+
+  /** `rm -f -- paths` in the running container: true when it exited 0. */
+  private async runRm(ref: { node: string; id: string }, paths: string[], ctx: ReconcileContext): Promise<boolean> {
+    try {
+      const session = await this.o.cluster.exec(ref, { cmd: ["rm", "-f", "--", ...paths], signal: ctx.signal });
+      try {
+        const ran = (async () => {
+          for await (const _frames of session.output) {
+            // Output is not needed (and never logged): only the exit code.
+          }
+          return session.exitCode;
+        })();
+        return (await withDeadline(ran, this.o.callTimeoutMs, this.o.clock, "rm of deleted secret files", ctx.signal)) === 0;
+      } finally {
+        await session.close().catch(() => undefined);
+      }
+    } catch (err) {
+      if (ctx.signal.aborted) throw err;
+      ctx.log.debug({ err, container: ref.id }, "rm of deleted secret files did not run; emptying them");
+      return false;
+    }
   }
 
   private async writeMarker(c: CachedContainer, m: Omit<Marker, "at" | "node">, ctx: ReconcileContext): Promise<void> {

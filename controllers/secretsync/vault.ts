@@ -9,6 +9,8 @@ export interface SecretFileRecord {
   content: string;
   /** Octal permission bits as text, e.g. "400". */
   mode: string;
+  /** Store revision of the record's last write: of two spellings of one file, the later wins. */
+  modRevision?: number;
 }
 
 export interface SyncVault {

@@ -41,6 +41,7 @@ describe("secrets end to end: register, write, deploy", () => {
     key: `-----KEY ${uniqueName("k")}-----\n`,
     raw: `raw body ${uniqueName("raw")}, not JSON`,
     changed: `db_password: ${uniqueName("pw2")}\n`,
+    abs: `written absolute ${uniqueName("abs")}`,
   };
   let up: ChildProcess;
   let exited: Promise<number | null>;
@@ -192,6 +193,9 @@ describe("secrets end to end: register, write, deploy", () => {
     writeFileSync(keyFile, secrets.key);
     const f = await capstan(["secret", "add", "local", proc, `/etc/${app}/key.pem`, "-f", keyFile, "-mode", "440"]);
     expect(f, f.stderr).toMatchObject({ code: 0 });
+    // The absolute spelling of a file under /platform/app is stored as its relative one.
+    const abs = await capstan(["secret", "add", "local", proc, "/platform/app/abs.conf", "-c", secrets.abs]);
+    expect(abs, abs.stderr).toMatchObject({ code: 0 });
 
     const config = readFileSync(join(home, ".capstan", "config.yaml"), "utf8");
     const token = /local:[\s\S]*?token: (\S+)/.exec(config)![1]!;
@@ -204,6 +208,7 @@ describe("secrets end to end: register, write, deploy", () => {
     const records = JSON.parse(view.stdout) as { path: string; content: string; mode: string; owner: string }[];
     expect(records.map((r) => [r.path, r.mode, r.owner, r.content])).toEqual([
       [`/etc/${app}/key.pem`, "440", "root", secrets.key],
+      ["abs.conf", "400", "root", secrets.abs],
       ["conf/raw.txt", "400", "root", secrets.raw],
       ["config.yaml", "400", "root", secrets.config],
     ]);
@@ -212,7 +217,7 @@ describe("secrets end to end: register, write, deploy", () => {
     expect(one.stdout).not.toContain("key.pem");
     const whole = await capstan(["secret", "view", "local", app, "-o", "table"]);
     expect(whole.stdout.split("\n")[0]).toMatch(/^PROC +PATH +MODE +OWNER +BYTES$/);
-    expect(whole.stdout.trim().split("\n")).toHaveLength(4);
+    expect(whole.stdout.trim().split("\n")).toHaveLength(5);
 
     const usage = await capstan(["secret", "add", "local", proc, "x", "-c", "a", "-f", keyFile]);
     expect(usage.code).toBe(2);
@@ -237,7 +242,9 @@ describe("secrets end to end: register, write, deploy", () => {
   });
 
   it("step 3: deploy -wait runs the web proc with its secret files: content, owner 0:0, mode", async () => {
-    const file = appFile("app.yaml", app, ["config.yaml", `/etc/${app}/key.pem`, "conf/raw.txt"]);
+    // Each file under the other spelling than it was written: config.yaml (written relative) listed
+    // absolute, abs.conf (written absolute) listed relative.
+    const file = appFile("app.yaml", app, ["/platform/app/config.yaml", `/etc/${app}/key.pem`, "conf/raw.txt", "abs.conf"]);
     const r = await capstan(["deploy", "local", "-f", file, "-image", services.testImage, "-network", "none", "-wait", "-timeout", "90s"]);
     expect(r.code, `${r.stdout}${r.stderr}\n${log.slice(-3000)}`).toBe(0);
     expect(r.stdout).toContain(`podgroup/${proc} created (PORT=8080)`);
@@ -255,6 +262,7 @@ describe("secrets end to end: register, write, deploy", () => {
     expect(await exec(container!, ["cat", "/platform/app/config.yaml"])).toBe(secrets.config);
     expect(await exec(container!, ["cat", `/etc/${app}/key.pem`])).toBe(secrets.key);
     expect(await exec(container!, ["cat", "/platform/app/conf/raw.txt"])).toBe(secrets.raw);
+    expect(await exec(container!, ["cat", "/platform/app/abs.conf"])).toBe(secrets.abs);
 
     const again = await capstan(["deploy", "local", "-f", file, "-image", services.testImage, "-network", "none"]);
     expect(again).toMatchObject({ code: 0, stdout: `podgroup/${proc} unchanged (PORT=8080)\n` });
@@ -273,6 +281,10 @@ describe("secrets end to end: register, write, deploy", () => {
     expect(del).toMatchObject({ code: 0, stdout: `secret ${proc} conf/raw.txt deleted\n` });
     const again = await capstan(["secret", "delete", "local", proc, "conf/raw.txt"]);
     expect(again).toMatchObject({ code: 0, stdout: `secret ${proc} conf/raw.txt did not exist\n` });
+    // The deleted secret leaves the running container; the others stay.
+    const [container] = await containersOf(proc);
+    await eventually(async () => expect(await exec(container!, ["sh", "-c", "test -e /platform/app/conf/raw.txt && echo there || echo gone"])).toBe("gone\n"));
+    expect(await exec(container!, ["cat", "/platform/app/abs.conf"])).toBe(secrets.abs);
 
     const gone = await capstan(["delete", "podgroup", proc, "-context", "local", "-wait", "-timeout", "60s"]);
     expect(gone.code, gone.stderr).toBe(0);

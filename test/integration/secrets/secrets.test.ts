@@ -190,6 +190,66 @@ describe("secrets", () => {
     expect(await api("DELETE", path, { token: tokens.alice })).toMatchObject({ status: 200, body: { deleted: false } });
   });
 
+  it("one file, one record: /platform/app/x and x are the same path on PUT, GET and DELETE", async () => {
+    const first = secret("abs");
+    const put = await api("PUT", q({ app: appA, proc: procA2, path: "/platform/app/spelled.conf" }), { token: tokens.alice, body: { content: first } });
+    expect(put).toMatchObject({ status: 200, body: { path: "spelled.conf" } });
+    expect(await store.get(secretKey(appA, procA2, "spelled.conf"))).not.toBeNull();
+    expect(await store.get(secretKey(appA, procA2, "/platform/app/spelled.conf"))).toBeNull();
+    for (const path of ["spelled.conf", "/platform/app/spelled.conf"]) {
+      const got = await api("GET", q({ app: appA, proc: procA2, path }), { token: tokens.alice });
+      expect(got.body).toEqual([{ path: "spelled.conf", content: first, owner: "root", group: "root", mode: "400", proc: procA2 }]);
+    }
+    // A relative PUT overwrites it; a DELETE by the absolute spelling deletes it.
+    const second = secret("rel");
+    await api("PUT", q({ app: appA, proc: procA2, path: "spelled.conf" }), { token: tokens.alice, body: { content: second } });
+    expect(((await api("GET", q({ app: appA, proc: procA2, path: "/platform/app/spelled.conf" }), { token: tokens.alice })).body as unknown as { content: string }[]).map((r) => r.content)).toEqual([second]);
+    expect(await api("DELETE", q({ app: appA, proc: procA2, path: "/platform/app/spelled.conf" }), { token: tokens.alice })).toMatchObject({ status: 200, body: { path: "spelled.conf", deleted: true } });
+    expect(await store.get(secretKey(appA, procA2, "spelled.conf"))).toBeNull();
+    // Outside /platform/app an absolute path is its own file.
+    expect(await api("PUT", q({ app: appA, proc: procA2, path: "/spelled.conf" }), { token: tokens.alice, body: "x" })).toMatchObject({ status: 200, body: { path: "/spelled.conf" } });
+    expect((await api("GET", q({ app: appA, proc: procA2, path: "spelled.conf" }), { token: tokens.alice })).body).toEqual([]);
+    await api("DELETE", q({ app: appA, proc: procA2, path: "/spelled.conf" }), { token: tokens.alice });
+  });
+
+  it("a record stored under /platform/app/x before the one-spelling rule: shown as x, replaced by a PUT of x, deleted by either", async () => {
+    const old = secret("legacy");
+    const legacyKey = secretKey(appA, procA2, "/platform/app/legacy.conf");
+    await cacheReaches((await store.put(legacyKey, service.vault.encrypt(appA, procA2, "/platform/app/legacy.conf", { content: old, owner: "root", group: "root", mode: "400" }))).revision);
+    const shown = await api("GET", q({ app: appA, proc: procA2, path: "legacy.conf" }), { token: tokens.alice });
+    expect(shown.body).toMatchObject([{ path: "legacy.conf", content: old }]);
+    const fresh = secret("fresh");
+    await api("PUT", q({ app: appA, proc: procA2, path: "legacy.conf" }), { token: tokens.alice, body: fresh });
+    expect(await store.get(legacyKey)).toBeNull();
+    expect((await api("GET", q({ app: appA, proc: procA2 }), { token: tokens.alice })).body).toContainEqual(expect.objectContaining({ path: "legacy.conf", content: fresh }));
+    // Both spellings stored (written straight to the store): GET shows the later one once; DELETE removes both.
+    await cacheReaches((await store.put(legacyKey, service.vault.encrypt(appA, procA2, "/platform/app/legacy.conf", { content: old, owner: "root", group: "root", mode: "400" }))).revision);
+    const both = ((await api("GET", q({ app: appA, proc: procA2 }), { token: tokens.alice })).body as unknown as { path: string; content: string }[]).filter((r) => r.path === "legacy.conf");
+    expect(both.map((r) => r.content)).toEqual([old]);
+    expect(await api("DELETE", q({ app: appA, proc: procA2, path: "legacy.conf" }), { token: tokens.alice })).toMatchObject({ body: { deleted: true } });
+    expect(await store.get(legacyKey)).toBeNull();
+    expect(await store.get(secretKey(appA, procA2, "legacy.conf"))).toBeNull();
+  });
+
+  it("a record stored with another owner or a setuid mode before those were refused still reads", async () => {
+    const content = secret("oldmode");
+    await cacheReaches((await store.put(secretKey(appA, procA2, "oldmode"), service.vault.encrypt(appA, procA2, "oldmode", { content, owner: "1000", group: "1000", mode: "7777" }))).revision);
+    expect((await api("GET", q({ app: appA, proc: procA2, path: "oldmode" }), { token: tokens.alice })).body).toEqual([{ path: "oldmode", content, owner: "1000", group: "1000", mode: "7777", proc: procA2 }]);
+    await api("DELETE", q({ app: appA, proc: procA2, path: "oldmode" }), { token: tokens.alice });
+  });
+
+  it("refuses setuid/setgid/sticky modes naming mode, and non-root owners citing the spec's root-only rule", async () => {
+    const mode = await api("PUT", q({ app: appA, proc: procA, path: "p" }), { token: tokens.alice, body: { content: "c", mode: "7777" } });
+    expect(mode.status).toBe(400);
+    expect(mode.body.details).toEqual([{ path: "mode", message: expect.stringContaining("setuid, setgid or sticky") }]);
+    for (const field of ["owner", "group"]) {
+      const a = await api("PUT", q({ app: appA, proc: procA, path: "p" }), { token: tokens.alice, body: { content: "c", [field]: "1000" } });
+      expect(a.status).toBe(400);
+      expect(a.body.details).toEqual([{ path: field, message: expect.stringContaining("the spec supports only root as the owner of secret files at runtime") }]);
+    }
+    expect(await store.get(secretKey(appA, procA, "p"))).toBeNull();
+  });
+
   it("keeps no plaintext in the store", async () => {
     const { items } = await store.list(secretsPrefix);
     expect(items.length).toBeGreaterThanOrEqual(6);
@@ -290,6 +350,8 @@ describe("secrets", () => {
       { what: "path with NUL", method: "PUT", params: { app: appA, proc: procA, path: "a\u0000b" }, body: { content: "c" }, field: "path" },
       { what: "path too long", method: "PUT", params: { app: appA, proc: procA, path: "a".repeat(4097) }, body: { content: "c" }, field: "path" },
       { what: "path a directory", method: "PUT", params: { app: appA, proc: procA, path: "conf/" }, body: { content: "c" }, field: "path" },
+      { what: "path the app directory", method: "PUT", params: { app: appA, proc: procA, path: "/platform/app" }, body: { content: "c" }, field: "path" },
+      { what: "path escaping the app directory", method: "PUT", params: { app: appA, proc: procA, path: "/platform/app/../etc/x" }, body: { content: "c" }, field: "path" },
       { what: "app given twice", method: "PUT", params: `app=${appA}&app=${appB}&proc=${procA}&path=p`, body: { content: "c" }, field: "app" },
       { what: "mode not octal", method: "PUT", params: { app: appA, proc: procA, path: "p" }, body: { content: "c", mode: "999" }, field: "mode" },
       { what: "mode too long", method: "PUT", params: { app: appA, proc: procA, path: "p" }, body: { content: "c", mode: "04000" }, field: "mode" },

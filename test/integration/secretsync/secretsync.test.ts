@@ -100,6 +100,79 @@ describe("secret-sync", () => {
     expect(await readFileOf(ref, "/platform/app/absent.yaml")).toEqual({ uid: 0, gid: 0, mode: 0o400, content: "now: written\n" });
   });
 
+  it("a deleted secret leaves the running container (rm) and a created one is emptied; the marker says it is not written", async () => {
+    const proc = h.proc("deleted");
+    await putSecret(proc, "keep.txt", "keep-content-41f");
+    await putSecret(proc, "/etc/capstan/gone.txt", "gone-content-93a", "440");
+    await h.putSpec(proc, [["keep.txt", "/etc/capstan/gone.txt"]]);
+    const running = await h.container(proc, "n1");
+    const created = await h.container(proc, "n2");
+    await h.cluster.start(running);
+    for (const ref of [running, created]) await h.until("installed", async () => (await h.marker(ref.id))?.files.length === 2);
+    expect(await exec(running, "cat /etc/capstan/gone.txt")).toBe("gone-content-93a");
+
+    await h.deleteSecret(proc, "/etc/capstan/gone.txt");
+    const error = `secret file /etc/capstan/gone.txt is not written for ${proc}`;
+    await h.until("file removed from the running container", async () => (await exec(running, "test -e /etc/capstan/gone.txt && echo there || echo gone")) === "gone\n", 10_000);
+    expect(await exec(running, "cat /platform/app/keep.txt")).toBe("keep-content-41f");
+    const m = await h.until("error marker", async () => {
+      const x = await h.marker(running.id);
+      return x?.error === error ? x : undefined;
+    });
+    expect(m).toMatchObject({ files: [], present: ["/platform/app/keep.txt"] });
+    // A created container cannot run rm: the file is emptied, its content gone.
+    await h.until("emptied in the created container", async () => (await readFileOf(created, "/etc/capstan/gone.txt"))?.content === "", 10_000);
+    expect(await readFileOf(created, "/etc/capstan/gone.txt")).toEqual({ uid: 0, gid: 0, mode: 0o400, content: "" });
+    expect(await h.marker(created.id)).toMatchObject({ error, present: ["/platform/app/keep.txt"], emptied: ["/etc/capstan/gone.txt"] });
+    // ...and removed once it runs.
+    await h.cluster.start(created);
+    await h.until("removed once the container runs", async () => (await exec(created, "test -e /etc/capstan/gone.txt && echo there || echo gone")) === "gone\n", 10_000);
+    await h.until("marker forgets it", async () => (await h.marker(created.id))?.emptied === undefined);
+
+    // Written again: installed again, marker without error.
+    await putSecret(proc, "/etc/capstan/gone.txt", "back-content-5c7");
+    await h.until("reinstalled", async () => (await exec(running, "cat /etc/capstan/gone.txt")) === "back-content-5c7", 10_000);
+    await h.until("marker without error", async () => (await h.marker(running.id))?.error === undefined);
+  });
+
+  it("a deleted secret in a running container that cannot rm it (its user may not) is emptied, and not retried for ever", async () => {
+    const proc = h.proc("norm");
+    await putSecret(proc, "n.txt", "cannot-rm-content-2e8");
+    await h.putSpec(proc, [["n.txt"]]);
+    const ref = await h.container(proc, "n1", 0, "65534");
+    await h.cluster.start(ref);
+    await h.until("installed", async () => (await h.marker(ref.id))?.files.length === 1);
+    await h.deleteSecret(proc, "n.txt");
+    await h.until("emptied", async () => (await readFileOf(ref, "/platform/app/n.txt"))?.content === "", 10_000);
+    const m = await h.until("error marker", async () => {
+      const x = await h.marker(ref.id);
+      return x?.error !== undefined ? x : undefined;
+    });
+    expect(m).toMatchObject({ present: [], emptied: ["/platform/app/n.txt"], error: `secret file n.txt is not written for ${proc}` });
+    // The container runs again (a restart): one more rm, which fails the same way; then the empty
+    // file is left alone.
+    await h.cluster.stop(ref, { timeoutSeconds: 0 });
+    await h.cluster.start(ref);
+    await h.until("marker settles without emptied", async () => (await h.marker(ref.id))?.emptied === undefined, 10_000);
+    expect(await readFileOf(ref, "/platform/app/n.txt")).toMatchObject({ content: "" });
+  });
+
+  it("a secret written under one spelling satisfies a pod listing the other, both ways", async () => {
+    const proc = h.proc("spelling");
+    await putSecret(proc, "/platform/app/abs-written.conf", "abs-written-6d2");
+    await putSecret(proc, "rel-written.conf", "rel-written-8b4");
+    await h.putSpec(proc, [["abs-written.conf", "/platform/app/rel-written.conf"]]);
+    const ref = await h.container(proc);
+    const marker = await h.until("marker", () => h.marker(ref.id));
+    expect(marker.error).toBeUndefined();
+    expect(marker.files.map((f) => f.path)).toEqual(["abs-written.conf", "/platform/app/rel-written.conf"]);
+    expect(await readFileOf(ref, "/platform/app/abs-written.conf")).toMatchObject({ content: "abs-written-6d2" });
+    expect(await readFileOf(ref, "/platform/app/rel-written.conf")).toMatchObject({ content: "rel-written-8b4" });
+    // The PodGroup controller's gate reads that marker as covering the listed paths.
+    const { secretsNotReady } = await import("../../../controllers/podgroup/secret-marker.ts");
+    expect(secretsNotReady({ containerId: ref.id, podGroup: proc, paths: marker.files.map((f) => f.path), error: undefined }, proc, ["abs-written.conf", "/platform/app/rel-written.conf"])).toBeUndefined();
+  });
+
   it("never replaces a directory of the image with a secret file: error marker, directory intact", async () => {
     const proc = h.proc("dir");
     await putSecret(proc, "/etc", "not a directory");

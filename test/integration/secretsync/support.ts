@@ -167,10 +167,15 @@ export class Harness {
     await this.store.put(secretKey(app, proc, path), this.vault.encrypt(app, proc, path, { content, owner: "root", group: "root", mode }));
   }
 
+  async deleteSecret(proc: string, path: string): Promise<void> {
+    await this.store.delete(secretKey(proc.slice(0, proc.indexOf(".")), proc, path));
+  }
+
   /** A container labelled as instance 0 of `group` (container index `index`), created, not started. */
-  async container(group: string, node = "n1", index = 0): Promise<ContainerRef> {
+  async container(group: string, node = "n1", index = 0, user?: string): Promise<ContainerRef> {
     return this.cluster.create(node, `${group}.v1-i0-d0${index > 0 ? `-c${index}` : ""}-${Math.random().toString(36).slice(2, 6)}`, {
       image: services.testImage,
+      ...(user !== undefined ? { user } : {}),
       cmd: ["sleep", "3600"],
       networkMode: "none",
       labels: {

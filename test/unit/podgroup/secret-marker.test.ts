@@ -35,8 +35,9 @@ describe("secretsNotReady", () => {
     expect(secretsNotReady(undefined, "g", ["a"])).toBe(waitingForSecrets);
     expect(secretsNotReady(ok, "other", ["a"])).toBe(waitingForSecrets);
     expect(secretsNotReady(ok, "g", ["a", "/etc/b", "c"])).toBe(waitingForSecrets);
-    // Paths are compared as listed: a relative path is not its absolute form.
-    expect(secretsNotReady(ok, "g", ["/platform/app/a"])).toBe(waitingForSecrets);
+    // Paths are compared as files: a relative path is its /platform/app form, not another absolute one.
+    expect(secretsNotReady(ok, "g", ["/platform/app/a"])).toBeUndefined();
+    expect(secretsNotReady(ok, "g", ["/a"])).toBe(waitingForSecrets);
   });
 
   it("reports the marker's error text as the reason", () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { sameSecretFile } from "../../../api/resources/secret-path.ts";
-import { planInstall, resolveSecretPath } from "../../../controllers/secretsync/files.ts";
-import { decodeMarker, digestOf, markerCovers, markerHasError } from "../../../controllers/secretsync/marker.ts";
+import { filesToRemove, planInstall, resolveSecretPath } from "../../../controllers/secretsync/files.ts";
+import { decodeMarker, digestOf, markerCovers, markerHasError, presentFiles } from "../../../controllers/secretsync/marker.ts";
 import { appOf, decodeSpec, listsSecrets } from "../../../controllers/secretsync/specs.ts";
 import type { SecretFileRecord } from "../../../controllers/secretsync/vault.ts";
 
@@ -50,9 +50,13 @@ describe("planInstall", () => {
     expect(abs).toMatchObject({ kind: "install", files: [{ path: "/platform/app/secret.conf", content: "abs" }], installed: [{ path: "secret.conf" }] });
     const rel = planInstall(proc, ["/platform/app/secret.conf"], new Map([rec("secret.conf", "rel")]));
     expect(rel).toMatchObject({ kind: "install", files: [{ path: "/platform/app/secret.conf", content: "rel" }] });
-    // The record under the listed spelling wins when both are written.
-    const both = planInstall(proc, ["secret.conf"], new Map([rec("/platform/app/secret.conf", "abs"), rec("secret.conf", "rel")]));
-    expect(both).toMatchObject({ kind: "install", files: [{ content: "rel" }] });
+    // Both spellings stored (before the API kept one): the later write wins, either way round.
+    const older = (path: string, content: string, modRevision: number): [string, SecretFileRecord] => [path, { path, content, mode: "400", modRevision }];
+    const absLater = new Map([older("/platform/app/secret.conf", "abs", 9), older("secret.conf", "rel", 5)]);
+    expect(planInstall(proc, ["secret.conf"], absLater)).toMatchObject({ kind: "install", files: [{ content: "abs" }] });
+    expect(planInstall(proc, ["/platform/app/secret.conf"], absLater)).toMatchObject({ kind: "install", files: [{ content: "abs" }] });
+    const relLater = new Map([older("/platform/app/secret.conf", "abs", 5), older("secret.conf", "rel", 9)]);
+    expect(planInstall(proc, ["/platform/app/secret.conf"], relLater)).toMatchObject({ kind: "install", files: [{ content: "rel" }] });
     // Another file is still another file.
     expect(planInstall(proc, ["a"], new Map([rec("/etc/a", "x")]))).toMatchObject({ kind: "error" });
   });
@@ -69,6 +73,16 @@ describe("planInstall", () => {
     expect(planInstall(proc, ["a"], new Map([rec("a", "A", "800")]))).toMatchObject({ kind: "error" });
     const both = new Map([rec("a", "1"), rec("/platform/app/a", "2")]);
     expect(planInstall(proc, ["a", "/platform/app/a"], both)).toMatchObject({ kind: "error", error: expect.stringContaining("both resolve to /platform/app/a") });
+  });
+
+  it("refuses a stored mode with setuid, setgid or sticky bits (records from before the API refused them)", () => {
+    for (const mode of ["7777", "4755", "2700", "1644"]) {
+      expect(planInstall(proc, ["a"], new Map([rec("a", "A", mode)]))).toEqual({
+        kind: "error",
+        error: `secret file a of ${proc} has an invalid mode "${mode}": must not set the setuid, setgid or sticky bits (a 4-digit mode starts with 0); write it again`,
+      });
+    }
+    expect(planInstall(proc, ["a"], new Map([rec("a", "A", "0640")]))).toMatchObject({ kind: "install", files: [{ mode: 0o640 }] });
   });
 
   it("a path listed twice is installed once", () => {
@@ -133,5 +147,26 @@ describe("specs and secret keys", () => {
   it("names the app of a proc by its first dot segment", () => {
     expect(appOf("shop.web.web")).toBe("shop");
     expect(appOf("plain")).toBe("plain");
+  });
+});
+
+describe("deleted secrets (filesToRemove, presentFiles)", () => {
+  it("a present file goes once no record of the proc lands on it, whichever spelling it was written under", () => {
+    const present = ["/platform/app/a", "/platform/app/b", "/etc/c"];
+    expect(filesToRemove(present, new Map([rec("a", "A"), rec("/platform/app/b", "B"), rec("/etc/c", "C")]))).toEqual([]);
+    expect(filesToRemove(present, new Map([rec("/platform/app/a", "A")]))).toEqual(["/platform/app/b", "/etc/c"]);
+    expect(filesToRemove(present, new Map())).toEqual(present);
+    // Written but no longer listed: not ours to remove (a spec change replaces containers).
+    expect(filesToRemove(["/platform/app/old"], new Map([rec("old", "O")]))).toEqual([]);
+  });
+
+  it("present files: the marker's list, else its files when it has no error", () => {
+    const base = { podGroup: "g", at: "t" };
+    expect(presentFiles(undefined)).toEqual([]);
+    expect(presentFiles({ ...base, files: [{ path: "a", digest: "d" }, { path: "/etc/x", digest: "d" }] })).toEqual(["/platform/app/a", "/etc/x"]);
+    expect(presentFiles({ ...base, files: [], error: "e" })).toEqual([]);
+    expect(presentFiles({ ...base, files: [], error: "e", present: ["/platform/app/a"] })).toEqual(["/platform/app/a"]);
+    expect(decodeMarker({ key: "/m/c1", value: JSON.stringify({ ...base, files: [], present: [1] }) }).marker).toBeUndefined();
+    expect(decodeMarker({ key: "/m/c1", value: JSON.stringify({ ...base, files: [], present: ["/x"] }) }).marker?.present).toEqual(["/x"]);
   });
 });
