@@ -314,7 +314,7 @@ async function repairRun(o: Orchestrator, name: string): Promise<number[]> {
     await post(o, groupSpec(name, size));
     await running;
     for (let i = 0; i < repairs; i++) {
-      const instance = String(i);
+      const instance = String(i + 1); // instances are numbered from 1
       const [node, victim] = await findContainer(o.engines, name, instance);
       const before = events.matching({ [instanceLabel]: instance }).length;
       const t0 = performance.now();

@@ -59,6 +59,16 @@ export class ConsoleClient {
     return (await this.http.request("POST", "/api/v1/apps", { appname, maintainers })) as AppRecord;
   }
 
+  /** One app; ApiError 404 when it is not registered. */
+  async getApp(appname: string): Promise<AppRecord> {
+    return (await this.http.request("GET", `/api/v1/apps/${encodeURIComponent(appname)}`)) as AppRecord;
+  }
+
+  /** Replace an app's maintainers (PUT: the whole list); ApiError 400 for an empty or bad list, 404 for no app. */
+  async setMaintainers(appname: string, maintainers: string[]): Promise<AppRecord> {
+    return (await this.http.request("PUT", `/api/v1/apps/${encodeURIComponent(appname)}/maintainers`, { maintainers })) as AppRecord;
+  }
+
   async listApps(): Promise<AppRecord[]> {
     const body = await this.http.request("GET", "/api/v1/apps");
     if (!Array.isArray(body)) throw new ApiError(200, "BadAnswer", "GET /api/v1/apps did not answer a list");

@@ -1,6 +1,7 @@
 // `capstan <command>`: dispatches to one module per command. Each command module exports
 // `run(argv): Promise<number>` (the exit code) and owns its options and `-h` text.
-import { UsageError } from "./options.ts";
+import { setEnvCommand, UsageError } from "./options.ts";
+import { version } from "./version.ts";
 
 interface Command {
   summary: string;
@@ -19,6 +20,7 @@ const commands: Record<string, Command> = {
   logs: { summary: "print a PodGroup's container output: logs NAME[/INSTANCE] [-f] [-n N] [-since 10m] [-t]", load: () => import("./commands/logs.ts") },
   exec: { summary: "run a command in a PodGroup instance's container: exec NAME[/INSTANCE] [-i] [-t] -- CMD [ARG...]", load: () => import("./commands/exec.ts") },
   events: { summary: "what the controllers recorded: deploys, crashes, restarts, drift, nodes (events [-app A] [-name N] [-since 10m] [-w])", load: () => import("./commands/events.ts") },
+  notify: { summary: "where app events are sent: notify set KIND -webhook URL (admin), list, delete KIND, route -f app.yaml, routes APP", load: () => import("./commands/notify.ts") },
   scale: { summary: "set a PodGroup's number of instances (scale NAME N)", load: () => import("./commands/scale.ts") },
   restart: { summary: "restart a PodGroup's instances one at a time, as a rollout (restart NAME)", load: () => import("./commands/restart.ts") },
   delete: { summary: "delete a PodGroup and its instances (delete podgroup NAME)", load: () => import("./commands/delete.ts") },
@@ -27,7 +29,7 @@ const commands: Record<string, Command> = {
   login: { summary: "save a cluster's service URLs and your access token (login CLUSTER)", load: () => import("./commands/login.ts") },
   secret: { summary: "write, show, delete a proc's secret files (secret add|view|delete CLUSTER PROC ...)", load: () => import("./commands/secret.ts") },
   deploy: { summary: "deploy an app's web proc from its definition (deploy CLUSTER -f app.yaml -image IMAGE)", load: () => import("./commands/deploy.ts") },
-  apps: { summary: "register and list apps (admin: apps add|list CLUSTER ...)", load: () => import("./commands/apps.ts") },
+  apps: { summary: "register and list apps, change their maintainers (admin: apps add|list|maintainers add|remove CLUSTER ...)", load: () => import("./commands/apps.ts") },
   tokens: { summary: "create and list access tokens (admin: tokens create CLUSTER -user E-MAIL [-role viewer -apps A,B], tokens list)", load: () => import("./commands/tokens.ts") },
   backup: { summary: "write every Capstan key of a store, at one revision, to a file (backup -store URL -o FILE)", load: () => import("./commands/backup.ts") },
   restore: { summary: "restore a backup into a store, running platform or not (restore -store URL FILE)", load: () => import("./commands/restore.ts") },
@@ -37,7 +39,7 @@ const commands: Record<string, Command> = {
 function help(): string {
   const w = Math.max(...Object.keys(commands).map((c) => c.length));
   return [
-    "usage: capstan <command> [options]   (capstan <command> -h for its options)",
+    "usage: capstan <command> [options]   (capstan <command> -h for its options; capstan --version)",
     "",
     "commands:",
     ...Object.entries(commands).map(([name, c]) => `  ${name.padEnd(w)}  ${c.summary}`),
@@ -51,11 +53,17 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(help());
     return name ? 0 : 2;
   }
+  if (name === "--version" || name === "-version" || name === "version") {
+    process.stdout.write(`capstan version ${version()}\n`);
+    return 0;
+  }
   const command = commands[name];
   if (!command) {
     process.stderr.write(`capstan: unknown command "${name}"\n\n${help()}`);
     return 2;
   }
+  // Options read CAPSTAN_<COMMAND>_<OPTION> (options.ts): a variable meant for one server never reaches another.
+  setEnvCommand(name, Object.keys(commands));
   try {
     return await (await command.load()).run(rest);
   } catch (e) {

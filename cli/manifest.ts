@@ -4,10 +4,12 @@
 // the line the problem is on: a syntax error where the parser stopped, a bad value at its key, an
 // unknown field at that field, a missing field at the object that lacks it.
 import { readFile } from "node:fs/promises";
+import { isAbsolute, resolve } from "node:path";
 import { isMap, isPair, isScalar, isSeq, LineCounter, parseAllDocuments, type Document, type Node } from "yaml";
 import type { z } from "zod";
 import { formatPath } from "../api/resources/issue-paths.ts";
 import { PodGroupSpecInput, type PodGroupSpec } from "../api/resources/podgroup.ts";
+import { UsageError } from "./options.ts";
 
 export class ManifestError extends Error {
   override readonly name = "ManifestError";
@@ -20,12 +22,20 @@ export class ManifestError extends Error {
   }
 }
 
-/** Read `file` ("-" = standard input) and parse it. */
+/**
+ * Read `file` ("-" = standard input) and parse it. A file that is not there or cannot be read is a
+ * usage error naming -f and the path (with the absolute path, when the working folder is the surprise).
+ */
 export async function readManifest(file: string, stdin: NodeJS.ReadableStream = process.stdin): Promise<PodGroupSpec[]> {
   let text: string;
   try {
     text = file === "-" ? await readAll(stdin) : await readFile(file, "utf8");
   } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const where = isAbsolute(file) ? file : `${file} (${resolve(file)})`;
+    if (code === "ENOENT") throw new UsageError(`-f ${where}: the file does not exist`);
+    if (code === "EISDIR") throw new UsageError(`-f ${where}: is a folder, not a file`);
+    if (code === "EACCES" || code === "EPERM") throw new UsageError(`-f ${where}: cannot read the file (${code})`);
     throw new ManifestError(file, [`${file}: ${(e as Error).message}`]);
   }
   return parseManifest(text, file === "-" ? "<stdin>" : file);

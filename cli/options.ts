@@ -1,7 +1,10 @@
 // Command-line options in Go style (`-web :9000`; docs/cli.md, "Options"), with the GNU forms
-// accepted too (`--web :9000`, `--web=:9000`, `-web=:9000`). Every option also reads an environment
-// variable (CAPSTAN_<NAME>, dashes as underscores); the command line wins over the environment, the
-// environment over the default. Unknown options and bad values are errors that name the option.
+// accepted too (`--web :9000`, `--web=:9000`, `-web=:9000`). Every option also reads one environment
+// variable (docs/cli.md, "Environment variables"): CAPSTAN_<COMMAND>_<OPTION> (`capstan console
+// -web` reads CAPSTAN_CONSOLE_WEB), so a variable set for one server never reaches another; the few
+// options that name the same thing in every command (which store, engines, server, token, CA) read
+// CAPSTAN_<OPTION>. The command line wins over the environment, the environment over the default.
+// Unknown options and bad values are errors that name the option.
 import { formatDuration, parseDuration } from "./duration.ts";
 
 export type OptionType = "string" | "duration" | "int" | "bool";
@@ -13,6 +16,8 @@ export interface OptionDef {
   default?: string | number | boolean;
   /** Short alias, e.g. "f" for -f. */
   short?: string;
+  /** Kept for old command lines only: -h marks it, and using it prints this advice (e.g. "use -o json"). */
+  deprecated?: string;
 }
 
 export type OptionValues = Record<string, string | number | boolean | undefined>;
@@ -39,15 +44,68 @@ export function httpUrlOption(name: string, raw: string): URL {
   return url;
 }
 
-export function envName(option: string): string {
-  return `CAPSTAN_${option.toUpperCase().replace(/-/g, "_")}`;
+/**
+ * Options whose variable is CAPSTAN_<OPTION> in every command that has them: each names one thing
+ * for a whole installation or shell (the store and its credentials, the Docker engines, the
+ * orchestrator, the client's token and CA). Every other option's variable carries its command.
+ */
+export const sharedEnvOptions: ReadonlySet<string> = new Set([
+  "server",
+  "context",
+  "token",
+  "ca",
+  "request-timeout",
+  "store",
+  "store-ca",
+  "store-cert",
+  "store-key",
+  "store-user",
+  "store-password-file",
+  "cluster",
+  "docker-tls-ca",
+  "docker-tls-cert",
+  "docker-tls-key",
+  "root-token",
+]);
+
+/** The command this process runs (`console`), set once by cli/main.ts; its options' variables carry it. */
+let processCommand: string | undefined;
+/** Every command's name, so that a variable of another command is not mistaken for a stale one. */
+let commandNames: readonly string[] = [];
+
+export function setEnvCommand(command: string | undefined, allCommands: readonly string[] = []): void {
+  processCommand = command;
+  commandNames = allCommands;
+}
+
+const upper = (s: string) => s.toUpperCase().replace(/-/g, "_");
+
+/**
+ * The variable option `option` of `command` reads: CAPSTAN_CONSOLE_WEB for `console` and `web`,
+ * CAPSTAN_STORE for `store` (shared). Only the command's first word counts (`secrets init` is
+ * `secrets`). Without a command (code that parses options outside the CLI): CAPSTAN_<OPTION>.
+ */
+export function envName(option: string, command: string | undefined = processCommand): string {
+  const word = command?.trim().split(/\s+/)[0];
+  if (word === undefined || word === "" || sharedEnvOptions.has(option)) return `CAPSTAN_${upper(option)}`;
+  return `CAPSTAN_${upper(word)}_${upper(option)}`;
+}
+
+export interface ParseOptions {
+  /** The command whose variables are read (default: the one cli/main.ts runs). */
+  command?: string;
+  /** Where advice goes (a deprecated option, a variable that is not read); default standard error. */
+  warn?: (line: string) => void;
 }
 
 export function parseArgs(
   argv: string[],
   defs: OptionDef[],
   env: Record<string, string | undefined> = process.env,
+  parse: ParseOptions = {},
 ): ParsedArgs {
+  const command = parse.command ?? processCommand;
+  const warn = parse.warn ?? ((line: string) => process.stderr.write(`${line}\n`));
   const byName = new Map<string, OptionDef>();
   for (const d of defs) {
     byName.set(d.name, d);
@@ -56,6 +114,7 @@ export function parseArgs(
   const options: OptionValues = {};
   const positionals: string[] = [];
   let help = false;
+  const deprecatedUsed = new Set<OptionDef>();
 
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
@@ -63,7 +122,9 @@ export function parseArgs(
       positionals.push(...argv.slice(i + 1));
       break;
     }
-    if (!arg.startsWith("-") || arg === "-") {
+    // `-1` is a negative number, not an option: the command then says what it thinks of it
+    // (`capstan scale web -1`: "N: the count must be >= 0").
+    if (!arg.startsWith("-") || arg === "-" || (/^-\d+(\.\d+)?$/.test(arg) && !byName.has(arg.slice(1)))) {
       positionals.push(arg);
       continue;
     }
@@ -76,6 +137,7 @@ export function parseArgs(
     }
     const def = byName.get(name);
     if (!def) throw new UsageError(`unknown option -${name}`);
+    if (def.deprecated !== undefined) deprecatedUsed.add(def);
     let raw: string | undefined = eq >= 0 ? body.slice(eq + 1) : undefined;
     if (def.type === "bool") {
       // A bool takes no separate value (`-force`), or an attached one (`-force=false`).
@@ -91,11 +153,31 @@ export function parseArgs(
 
   for (const d of defs) {
     if (options[d.name] !== undefined) continue;
-    const fromEnv = env[envName(d.name)];
-    if (fromEnv !== undefined && fromEnv !== "") options[d.name] = convert(d, fromEnv, envName(d.name));
-    else if (d.default !== undefined) options[d.name] = typeof d.default === "string" ? convert(d, d.default, `-${d.name}`) : d.default;
+    const variable = envName(d.name, command);
+    const fromEnv = env[variable];
+    if (fromEnv !== undefined && fromEnv !== "") options[d.name] = convert(d, fromEnv, variable);
+    else {
+      if (!help) {
+        const stale = staleVariable(d.name, variable, env);
+        if (stale !== undefined) warn(`capstan ${command ?? ""}: ${stale} is not read: -${d.name} reads ${variable} (docs/cli.md, "Environment variables")`);
+      }
+      if (d.default !== undefined) options[d.name] = typeof d.default === "string" ? convert(d, d.default, `-${d.name}`) : d.default;
+    }
   }
+  if (!help) for (const d of deprecatedUsed) warn(`capstan${command ? ` ${command}` : ""}: -${d.name} is deprecated: ${d.deprecated}`);
   return { options, positionals, help };
+}
+
+/**
+ * CAPSTAN_<OPTION> when it is set but this command reads another variable for the option: the
+ * name of an earlier release (or of another command) that someone expects to work. A name that is
+ * another command's own variable (CAPSTAN_REGISTRY_WEB for `capstan up -registry-web`) is left alone.
+ */
+function staleVariable(option: string, variable: string, env: Record<string, string | undefined>): string | undefined {
+  const plain = `CAPSTAN_${upper(option)}`;
+  if (plain === variable || env[plain] === undefined || env[plain] === "") return undefined;
+  if (commandNames.some((c) => plain.startsWith(`CAPSTAN_${upper(c)}_`))) return undefined;
+  return plain;
 }
 
 function convert(def: OptionDef, raw: string, where: string): string | number | boolean {
@@ -128,7 +210,8 @@ export function usage(command: string, summary: string, defs: OptionDef[], extra
     const flag = `-${d.name}${d.short ? `, -${d.short}` : ""}${d.type === "bool" ? "" : ` ${d.type === "duration" ? "DURATION" : d.type === "int" ? "N" : "VALUE"}`}`;
     const def =
       d.default === undefined ? "" : ` (default ${d.type === "duration" && typeof d.default === "number" ? formatDuration(d.default) : String(d.default)})`;
-    return [flag, `${d.help}${def} [${envName(d.name)}]`] as const;
+    const old = d.deprecated !== undefined ? ` (deprecated: ${d.deprecated})` : "";
+    return [flag, `${d.help}${def}${old} [${envName(d.name, command)}]`] as const;
   });
   const w = Math.max(...rows.map((r) => r[0].length), 8);
   for (const [f, h] of rows) lines.push(`  ${f.padEnd(w)}  ${h}`);

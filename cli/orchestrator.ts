@@ -32,6 +32,8 @@ import { createEventsApi, decodeEvent } from "../api/orchestrator/events.ts";
 import type { EventRecord } from "../api/resources/event.ts";
 import { EventRecorder } from "../controllers/shared/events.ts";
 import { EventPruner } from "../controllers/shared/event-pruner.ts";
+import { createNotifyController } from "../controllers/notify/index.ts";
+import { createNotifyApi } from "../api/orchestrator/notify.ts";
 import { keys } from "../api/resources/keys.ts";
 import type { StoredPodGroup } from "../api/resources/podgroup.ts";
 import { createDependencyController } from "../controllers/dependency/index.ts";
@@ -84,6 +86,11 @@ export function installOrchestrator(ctx: ServeContext, settings: OrchestratorSet
   manager.app.route("/", createEventsApi({ events: eventInformer, log, access }));
   const events = new EventRecorder({ store: fenced, log, registry });
   manager.add(new EventPruner({ store: fenced, ...(settings.eventTtlMs !== undefined && { ttlMs: settings.eventTtlMs }), log }));
+  // Notify channels (docs/notify.md): the API on every replica, the notifier on the leader.
+  manager.app.route("/", createNotifyApi({ store, log, access }));
+  const notify = createNotifyController({ store, fenced, events: eventInformer, recorder: events, log, registry });
+  for (const informer of notify.informers) manager.addInformer(informer);
+  manager.add(notify.notifier);
 
   manager.add(createNodeMonitor({ store: fenced, cluster, nodeTimeoutMs: settings.nodeTimeoutMs, log, registry, events }));
   const { registryHost, registryTokenFile, registryCa, registryRealm } = settings;

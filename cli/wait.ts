@@ -9,7 +9,7 @@
 //
 // Failed means no amount of waiting will help: the controller marked the group failed, or a pod at
 // the current version failed, or one exited and its restart policy will not start it again.
-import type { PodGroupWithSpec, PodSpec, PodStatus, RestartPolicy } from "../api/resources/podgroup.ts";
+import { isCurrentInstance, type PodGroupWithSpec, type PodSpec, type PodStatus, type RestartPolicy } from "../api/resources/podgroup.ts";
 import { ApiError, type OrchestratorClient } from "./client.ts";
 import { formatDuration } from "./duration.ts";
 import { samePodSpec } from "./spec-match.ts";
@@ -38,10 +38,10 @@ export function assess(group: PodGroupWithSpec | undefined, target: WaitTarget):
     (target.pod === undefined || samePodSpec(spec.pod, target.pod, spec.name));
   if (!recorded) return { status: "progress", message: `${name}: waiting for the server to record the change` };
 
-  // Instances 0..desired-1 are wanted; any other is on its way out (scale-down removes the highest first).
+  // Instances 1..desired are wanted; any other is on its way out (scale-down removes the highest first).
   const version = spec.pod.version;
   const desired = spec.numInstances;
-  const wanted = group.pods.filter((p) => p.instanceNo < desired);
+  const wanted = group.pods.filter((p) => isCurrentInstance(p.instanceNo, desired));
   const failure = failureOf(group, wanted, spec.restartPolicy);
   if (failure) return { status: "failed", message: `${name}: failed: ${failure}` };
 
@@ -52,7 +52,7 @@ export function assess(group: PodGroupWithSpec | undefined, target: WaitTarget):
   const others = new Map<string, number>();
   const count = (label: string, n = 1) => others.set(label, (others.get(label) ?? 0) + n);
   for (const p of group.pods) {
-    if (p.instanceNo >= desired) count("to remove");
+    if (!isCurrentInstance(p.instanceNo, desired)) count("to remove");
     else if (p.version !== version) count(`${p.state} at old version ${p.version}`);
     else if (p.state !== "running") count(p.state);
   }

@@ -91,6 +91,8 @@ export class Manager {
   private readonly runnables: Registered[] = [];
   /** Further conditions of /readyz (addReadinessCheck), by name. */
   private readonly readinessChecks = new Map<string, () => boolean>();
+  /** Notes of /readyz (addReadinessDetail), by name. */
+  private readonly readinessDetails = new Map<string, () => string | undefined>();
 
   private server: ServerType | undefined;
   /** The open WebSockets; ended with the server's other connections on stop. */
@@ -130,7 +132,12 @@ export class Manager {
     this.app.get("/readyz", (c) => {
       const checks = this.readiness();
       const ready = Object.values(checks).every(Boolean);
-      return c.json({ status: ready ? "ok" : "unavailable", checks }, ready ? 200 : 503);
+      const details: Record<string, string> = {};
+      for (const [name, detail] of this.readinessDetails) {
+        const note = detail();
+        if (note !== undefined) details[name] = note;
+      }
+      return c.json({ status: ready ? "ok" : "unavailable", checks, ...(Object.keys(details).length > 0 && { details }) }, ready ? 200 : 503);
     });
     this.app.get("/metrics", async (c) => {
       const text = await this.registry.metrics();
@@ -162,6 +169,16 @@ export class Manager {
    */
   addReadinessCheck(name: string, check: () => boolean): this {
     this.readinessChecks.set(name, check);
+    return this;
+  }
+
+  /**
+   * A note /readyz shows under `details` without changing readiness (the secrets service's seal:
+   * the process serves, and unsealing needs it reachable). The function answers the note, or
+   * undefined when there is nothing to say; cheap and synchronous like a readiness check.
+   */
+  addReadinessDetail(name: string, detail: () => string | undefined): this {
+    this.readinessDetails.set(name, detail);
     return this;
   }
 

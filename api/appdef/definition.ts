@@ -11,6 +11,7 @@
 // App names are the console's (it registers them): a lower-case DNS label, so also a valid first
 // segment of a proc name (`<app>.web.web`), a PodGroup namespace and a store key segment.
 import { appNamePattern } from "../console/records.ts";
+import { channelKindPattern, maxTargetLength } from "../resources/notify.ts";
 import { isMap, isScalar, isSeq, type Pair } from "yaml";
 import { readYaml } from "../yaml/reader.ts";
 
@@ -28,7 +29,8 @@ export interface WebProc {
 
 export interface AppDefinition {
   appname: string;
-  build?: { base?: string; script: string[] };
+  /** `prepare`: the cache base made from `base` before builds (docs/build.md). */
+  build?: { base?: string; script: string[]; prepare?: { version: string; script: string[] } };
   release?: { destBase?: string; copy: CopyEntry[] };
   test?: { script: string[] };
   web?: WebProc;
@@ -85,6 +87,21 @@ export function parseAppDefinition(text: string, file: string): ParsedAppDefinit
         fields(v!, key, {
           base: (b, k, p) => (build.base = string(b, k, p)),
           script: (s, k, p) => (build.script = strings(s, k, p)),
+          prepare: (pv, k, p) => {
+            if (!section(pv, k, p)) return;
+            const prepare: Partial<{ version: string; script: string[] }> = {};
+            fields(pv!, k, {
+              // A number (`version: 1`) is a version too: it names the prepare image's tag.
+              version: (s, kk, pp) => {
+                const v = isScalar(s) && typeof s.value === "number" ? String(s.value) : string(s, kk, pp);
+                if (v !== undefined && !/^[A-Za-z0-9_.-]{1,40}$/.test(v)) fail(s, kk, `"${v}" must be 1..40 of A-Z, a-z, 0-9, "_", "." and "-" (it goes into an image tag)`);
+                else prepare.version = v;
+              },
+              script: (s, kk, pp) => (prepare.script = strings(s, kk, pp)),
+            });
+            if (!(pv as { has(k: string): boolean }).has("version")) fail(p, `${k}.version`, "required, but missing");
+            if (prepare.version !== undefined) build.prepare = { version: prepare.version, script: prepare.script ?? [] };
+          },
         });
         def.build = build;
       },
@@ -148,7 +165,11 @@ export function parseAppDefinition(text: string, file: string): ParsedAppDefinit
         for (const p of (v as { items: Pair[] }).items) {
           const channel = isScalar(p.key) ? String(p.key.value) : "";
           const value = string(resolve(p.value), `${key}.${channel}`, p);
-          if (value !== undefined) def.notify[channel] = value;
+          if (value === undefined) continue;
+          // The orchestrator stores these as the app's notify routes (docs/notify.md): refused here as it would refuse them.
+          if (!channelKindPattern.test(channel)) fail(p, `${key}.${channel}`, "a channel kind must be a lower-case word: a-z first, then a-z, 0-9, _ or -, at most 32 characters");
+          else if (value === "" || value.length > maxTargetLength || [...value].some((ch) => ch.charCodeAt(0) < 0x20)) fail(resolve(p.value) ?? p, `${key}.${channel}`, `must be a channel name of 1..${maxTargetLength} characters without control characters`);
+          else def.notify[channel] = value;
         }
       },
     },

@@ -15,6 +15,7 @@
 import type { Store } from "../../adapters/store/store.ts";
 import { systemWallClock, type WallClock } from "../console/clock.ts";
 import { AppRecord, appsPrefix, decodeRecord, TokenRecord, tokenKey } from "../console/records.ts";
+import { operatorTokenParts } from "../console/operator-token.ts";
 import { hashSecret, parseToken, sameHash } from "../console/tokens.ts";
 import { unauthorized } from "../http/index.ts";
 import type { Principal } from "./principal.ts";
@@ -100,7 +101,8 @@ export class TokenVerifier {
       }
       this.verified.delete(token);
     }
-    const parts = parseToken(token);
+    // An issued token, or an operator-chosen admin token (CAPSTAN_ADMIN_TOKEN; its id is derived).
+    const parts = parseToken(token) ?? operatorTokenParts(token);
     if (parts === null) throw unauthorized(badTokenMessage);
     const generation = this.generation;
     const cached = await this.token(parts.id);

@@ -1,16 +1,19 @@
 // The first admin token. A console whose store holds no admin token creates one on start: either
 // the one given in CAPSTAN_ADMIN_TOKEN (only its hash is stored) or a fresh one written to
 // -admin-token-file with mode 0600. The token itself is never logged and never stored.
+// CAPSTAN_ADMIN_TOKEN is a token Capstan issued (`cst_<id>_<secret>`) or any secret the operator
+// chose with enough entropy (operator-token.ts), as k3s takes any `--token`.
 import { chmod, writeFile } from "node:fs/promises";
 import type { Store } from "../../adapters/store/store.ts";
 import { decodeRecord, TokenRecord, tokenKey, tokensPrefix, type TokenRecord as Token } from "./records.ts";
-import { generateToken, hashSecret, parseToken, sameHash } from "./tokens.ts";
+import { operatorTokenAdvice, operatorTokenParts, operatorTokenProblem } from "./operator-token.ts";
+import { generateToken, hashSecret, parseToken, sameHash, type TokenParts } from "./tokens.ts";
 
 export interface EnsureAdminTokenOptions {
   store: Store;
   /** Where a freshly created token is written (mode 0600). */
   adminTokenFile?: string;
-  /** CAPSTAN_ADMIN_TOKEN: a `cst_<id>_<secret>` token to register instead of creating one. */
+  /** CAPSTAN_ADMIN_TOKEN: a `cst_<id>_<secret>` token or an operator-chosen secret, registered instead of creating one. */
   envToken?: string;
   /** createdAt of a new record (default now). */
   now?: () => Date;
@@ -35,8 +38,7 @@ export async function ensureAdminToken(opts: EnsureAdminTokenOptions): Promise<{
   const { store } = opts;
   const now = opts.now ?? (() => new Date());
   if (opts.envToken !== undefined) {
-    const parts = parseToken(opts.envToken.trim());
-    if (parts === null) throw new AdminTokenError("CAPSTAN_ADMIN_TOKEN is not a console token (cst_<12 hex>_<43 base64url>)");
+    const parts = adminTokenParts(opts.envToken.trim());
     const hash = hashSecret(parts.secret);
     const existing = await store.get(tokenKey(parts.id));
     if (existing !== null) {
@@ -55,6 +57,24 @@ export async function ensureAdminToken(opts: EnsureAdminTokenOptions): Promise<{
   await writeFile(opts.adminTokenFile, `${fresh.token}\n`, { mode: 0o600 });
   await chmod(opts.adminTokenFile, 0o600);
   return { created: await putToken(store, { id: fresh.id, user: "admin", role: "admin", hash: hashSecret(fresh.secret), createdAt: now().toISOString() }) };
+}
+
+/**
+ * CAPSTAN_ADMIN_TOKEN's id and secret: an issued token's own, or those derived from an
+ * operator-chosen secret; an AdminTokenError says exactly what is wrong and how to make a good one.
+ */
+export function adminTokenParts(token: string): TokenParts {
+  const issued = parseToken(token);
+  if (issued !== null) return issued;
+  const problem = operatorTokenProblem(token);
+  const parts = operatorTokenParts(token);
+  if (problem !== undefined || parts === null) {
+    throw new AdminTokenError(
+      `CAPSTAN_ADMIN_TOKEN is not usable: ${problem ?? "bad form"}. Give any secret of at least 32 printable characters without spaces ` +
+        `(${operatorTokenAdvice}), or a token Capstan issued (cst_<12 hex>_<43 base64url>)`,
+    );
+  }
+  return parts;
 }
 
 async function putToken(store: Store, record: Token): Promise<boolean> {

@@ -23,16 +23,17 @@ import { maxExecArgBytes, maxExecArgs } from "../../adapters/cluster/exec.ts";
 import type { Logger } from "../../runtime/log.ts";
 import { auditObject, describe, may, requireApp, type Gate, type Principal } from "../auth/index.ts";
 import { whileAllowed } from "../auth/still-allowed.ts";
-import { ApiError, badRequest, forbidden, invalid, notFound, parseQuery, queryBoolean, queryCount, systemWallClock, type ErrorDetail, type WallClock } from "../http/index.ts";
+import { ApiError, badRequest, forbidden, invalid, notFound, parseQuery, queryBoolean, systemWallClock, type ErrorDetail, type WallClock } from "../http/index.ts";
 import { Name, type PodGroupWithSpec } from "../resources/podgroup.ts";
 import { channel, endFrame, frame, parseClientFrame, type ExecEnd } from "./exec-frames.ts";
+import { instanceParam } from "./queries.ts";
 import type { PodGroupReader } from "./records.ts";
 
 export const execPath = "/api/podgroups/exec";
 
 export const ExecQuery = z.object({
   name: Name.describe("PodGroup name"),
-  instance: queryCount(1000).optional().describe("the instance (its instanceNo); absent: the group's only instance"),
+  instance: instanceParam.optional().describe("the instance (its instanceNo, from 1); absent: the group's only instance"),
   tty: queryBoolean.optional().describe("true: run the command on a terminal (one raw output stream; resize applies)"),
   stdin: queryBoolean.optional().describe("true: attach the command's standard input (channel 0, and 255 to close it)"),
 });

@@ -13,7 +13,7 @@ import type { KeyValueLike, ListWatchSource } from "../../runtime/listwatch.ts";
 import type { Logger } from "../../runtime/log.ts";
 import { keys, nameOf } from "../resources/keys.ts";
 import type { NodeRecord } from "../resources/node.ts";
-import type { PodGroupStatus, StoredPodGroup } from "../resources/podgroup.ts";
+import { podsNumberedFromOne, type PodGroupStatus, type StoredPodGroup } from "../resources/podgroup.ts";
 
 /** A status record as cached: "unreadable" when the stored value is not a JSON object (GET says so). */
 export type CachedStatus = PodGroupStatus | "unreadable";
@@ -96,7 +96,10 @@ export function parseStatusValue(text: string): CachedStatus {
 
 /** parseStatusValue of a value already parsed. */
 export function cachedStatusOf(value: unknown): CachedStatus {
-  return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as PodGroupStatus) : "unreadable";
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return "unreadable";
+  const status = value as PodGroupStatus;
+  // A record of a release that numbered instances from 0 reads as numbered from 1 (podsNumberedFromOne).
+  return Array.isArray(status.pods) ? podsNumberedFromOne(status) : status;
 }
 
 /** A JSON object whose `name` is the last segment of its key (the invariant every writer keeps). */

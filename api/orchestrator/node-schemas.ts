@@ -24,7 +24,7 @@ export const DriftQuery = z.object({
     .regex(/^([a-z0-9]([a-z0-9._-]{0,126}[a-z0-9])?)?$/, "must be a PodGroup name")
     .optional()
     .describe("Only this PodGroup (404 if there is none)"),
-  pg_instance: z.string().regex(/^(\d{1,9})?$/, "must be a non-negative integer").optional().describe("Only this InstanceNo of pg; needs pg"),
+  pg_instance: z.string().regex(/^(\d{1,9})?$/, "must be a positive integer (instances are numbered from 1)").optional().describe("Only this InstanceNo of pg (1..numInstances); needs pg"),
   force: z.string().regex(/^(true|false)?$/i, "must be true or false").optional().describe("true: stateful PodGroups move too (default false: they stay)"),
 });
 

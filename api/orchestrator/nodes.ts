@@ -8,7 +8,7 @@
 //
 // 400 (the detail names the parameter, nothing is stored): cmd missing or not drift; from missing,
 // empty or not a node name; to equal to from; to not a node of the cluster; pg_instance without pg,
-// not a non-negative integer, or not below pg's numInstances; force not true/false. 404: pg names no
+// not a positive integer (instances are numbered from 1), or above pg's numInstances; force not true/false. 404: pg names no
 // PodGroup (or one being deleted). `from` is deliberately not checked against the node records: a
 // node already removed from -cluster can still be drained of what the store says ran there.
 //
@@ -22,7 +22,7 @@ import { requireAdmin, type ApiAccess } from "../auth/index.ts";
 import { badRequest, errorHandler, isoNow, notFound, notFoundHandler, parseQuery, systemWallClock, unavailable, type WallClock } from "../http/index.ts";
 import { keys } from "../resources/keys.ts";
 import type { NodeRecord } from "../resources/node.ts";
-import type { StoredPodGroup } from "../resources/podgroup.ts";
+import { firstInstanceNo, instanceNumbersFrom, isCurrentInstance, type StoredPodGroup } from "../resources/podgroup.ts";
 import type { DriftTask } from "../resources/task.ts";
 import { DriftQuery, type DriftAccepted } from "./node-schemas.ts";
 
@@ -67,12 +67,15 @@ export function createNodesApi(opts: NodesApiOptions): Hono {
     if (to !== undefined && !nodes.list().some((n) => n.name === to)) {
       throw badRequest(`to: no node ${to} in the cluster (GET /api/nodes lists them)`, [{ path: "to", message: "unknown node" }]);
     }
+    if (instance !== undefined && instance < firstInstanceNo) {
+      throw badRequest(`pg_instance: ${instanceNumbersFrom}`, [{ path: "pg_instance", message: `must be at least ${firstInstanceNo}: ${instanceNumbersFrom}` }]);
+    }
     if (pg !== undefined) {
       const group = await podGroup(pg);
       if (group === undefined || group.deleting) throw notFound(`podgroup ${pg} not found`);
-      if (instance !== undefined && instance >= group.numInstances) {
-        throw badRequest(`pg_instance: podgroup ${pg} has instances 0..${group.numInstances - 1}`, [
-          { path: "pg_instance", message: `must be below numInstances (${group.numInstances})` },
+      if (instance !== undefined && !isCurrentInstance(instance, group.numInstances)) {
+        throw badRequest(`pg_instance: podgroup ${pg} has instances ${firstInstanceNo}..${group.numInstances}`, [
+          { path: "pg_instance", message: `must be at most numInstances (${group.numInstances})` },
         ]);
       }
     }
@@ -83,7 +86,7 @@ export function createNodesApi(opts: NodesApiOptions): Hono {
       from: q.from,
       ...(to !== undefined && { to }),
       ...(pg !== undefined && { podGroup: pg }),
-      ...(instance !== undefined && { instance }),
+      ...(instance !== undefined && { instance, instanceBase: firstInstanceNo }),
       force,
       reason: "request",
       createdAt: isoNow(clock),

@@ -3,10 +3,13 @@
 // is the logs' and the events' alike.
 import { z } from "zod";
 import { queryBoolean, queryCount, systemWallClock, type WallClock } from "../http/index.ts";
-import { Name, PodGroupSpec, restartPolicies, type RestartPolicy } from "../resources/podgroup.ts";
+import { firstInstanceNo, instanceNumbersFrom, Name, PodGroupSpec, restartPolicies, type RestartPolicy } from "../resources/podgroup.ts";
 import { parseSince } from "./log-lines.ts";
 
 const maxInstances = PodGroupSpec.shape.numInstances.maxValue ?? 1000;
+
+/** An `instance` parameter: an instanceNo, 1..the most instances a group can have (0 is refused: instances are numbered from 1). */
+export const instanceParam = queryCount(maxInstances).pipe(z.number().min(firstInstanceNo, `must be at least ${firstInstanceNo}: ${instanceNumbersFrom}`));
 
 /** never, always, onfail, or the original system's codes 0 (never), 1 (always), 2 (onfail). */
 const restartPolicyParam = z
@@ -57,7 +60,7 @@ export function sinceParam(clock: WallClock) {
 /** GET /api/podgroups/logs's parameters, `since` read from `clock`. */
 export const logsQuery = (clock: WallClock) => z.object({
   name: Name.describe("PodGroup name"),
-  instance: queryCount(maxInstances).optional().describe("one instance (its instanceNo); absent: every instance, merged"),
+  instance: instanceParam.optional().describe("one instance (its instanceNo, from 1); absent: every instance, merged"),
   follow: queryBoolean.optional().describe("true: keep streaming new lines until the client disconnects (or the containers stop)"),
   tail: queryCount(maxLogTail).optional().describe("only the last N lines of each container; absent: all"),
   since: sinceParam(clock).optional().describe("only lines since a duration ago (10m, 1h30m) or since an RFC 3339 time (2026-11-23T01:00:00Z)"),

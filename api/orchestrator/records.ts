@@ -112,7 +112,7 @@ function withStatus(spec: StoredPodGroup, status: CachedStatus | null): PodGroup
     const lastError = status === "unreadable" ? "the status record is not valid JSON; the controller rewrites it" : "";
     return { spec, state: removing ? "removing" : "pending", lastError, updatedAt: spec.updatedAt, observedVersion: 0, pods: [] };
   }
-  const { internal: _internal, ...shown } = status;
+  const { internal: _internal, instanceBase: _instanceBase, ...shown } = status;
   return { spec, ...shown, state: removing ? "removing" : shown.state };
 }
 

@@ -40,6 +40,8 @@ export const eventReasons = [
   "NodeDown",
   "NodeTimedOut",
   "NodeRemoved",
+  // an event the notifier could not deliver to a notify channel (docs/notify.md)
+  "NotifyFailed",
 ] as const;
 export type EventReason = (typeof eventReasons)[number];
 
@@ -52,6 +54,7 @@ const warnings: ReadonlySet<EventReason> = new Set<EventReason>([
   "ImagePullFailed",
   "NodeDown",
   "NodeTimedOut",
+  "NotifyFailed",
 ]);
 
 /** Warning for what needs a look, Normal for the rest. */

@@ -75,7 +75,8 @@ export const PodGroupSpec = z.strictObject({
   name: Name,
   namespace: Name,
   numInstances: z.number().int().min(0).max(1000),
-  restartPolicy: RestartPolicy,
+  /** Omitted: never, the original's zero value (docs/orchestrator.md, "The PodGroup body"). */
+  restartPolicy: RestartPolicy.default("never"),
   pod: PodSpec,
   /** Server-managed: ignored on input. */
   version: z.number().int().nonnegative().optional(),
@@ -135,7 +136,38 @@ export interface ContainerStatus {
   format?: string;
 }
 
+/**
+ * Instances are numbered from 1: a group of n runs instances 1..n (as the original platform
+ * numbered them; docs/api-reference.md, PodStatus). Records and containers of releases that
+ * numbered from 0 are read with one added (docs/podgroup-controller.md, "Instance numbers").
+ */
+export const firstInstanceNo = 1;
+
+/** The message for an instance number below firstInstanceNo, wherever one is given. */
+export const instanceNumbersFrom = "instances are numbered from 1";
+
+/** Whether `instanceNo` is one of a group of `numInstances` instances' current ones (1..numInstances). */
+export function isCurrentInstance(instanceNo: number, numInstances: number): boolean {
+  return instanceNo >= firstInstanceNo && instanceNo <= numInstances;
+}
+
+/** The current instance numbers of a group of `numInstances`: 1..numInstances. */
+export function instanceNumbers(numInstances: number): number[] {
+  return Array.from({ length: Math.max(0, numInstances) }, (_, k) => k + firstInstanceNo);
+}
+
+/**
+ * A status record as written since instances are numbered from 1 (`instanceBase: 1`): one of an
+ * older release (no instanceBase, numbered from 0) has one added to every pod's instanceNo. The
+ * controller rewrites the record on its next pass; readers (the API, the controller) call this.
+ */
+export function podsNumberedFromOne<T extends { pods: PodStatus[]; instanceBase?: number }>(status: T): T {
+  if (status.instanceBase === firstInstanceNo || !Array.isArray(status.pods)) return status;
+  return { ...status, instanceBase: firstInstanceNo, pods: status.pods.map((p) => ({ ...p, instanceNo: p.instanceNo + 1 })) };
+}
+
 export interface PodStatus {
+  /** 1..numInstances (firstInstanceNo). */
   instanceNo: number;
   state: PodState;
   lastError: string;
@@ -168,11 +200,13 @@ export interface PodGroupStatus {
   /** Spec pod.version the controller last fully converged to. */
   observedVersion: number;
   pods: PodStatus[];
+  /** 1: instanceNo counts from 1. Absent in records of releases that counted from 0 (podsNumberedFromOne). */
+  instanceBase?: number;
   /** Controller bookkeeping that must survive a restart (rollout step, restart back-off, ...). */
   internal?: Record<string, unknown>;
 }
 
 /** GET /api/podgroups?name= */
-export interface PodGroupWithSpec extends Omit<PodGroupStatus, "internal"> {
+export interface PodGroupWithSpec extends Omit<PodGroupStatus, "internal" | "instanceBase"> {
   spec: StoredPodGroup;
 }

@@ -23,8 +23,10 @@ export interface DriftTask {
   to?: string;
   /** Only this PodGroup. */
   podGroup?: string;
-  /** Only this InstanceNo of podGroup. */
+  /** Only this InstanceNo of podGroup (1..numInstances). */
   instance?: number;
+  /** 1 with `instance` since instances are numbered from 1; absent in older tasks (numbered from 0, read with one added). */
+  instanceBase?: number;
   /** Move stateful groups' instances too (their volumes stay behind on `from`). */
   force: boolean;
   /** "request": the API; "node-timeout": the node monitor (auto drift). */

@@ -6,3 +6,6 @@ export { DecryptError } from "./crypto.ts";
 export { readSecret, readSecrets, SecretIntegrityError, type SecretEntry } from "./read.ts";
 export { aadOf, appSecretsPrefix, parseSecretKey, procSecretsPrefix, secretKey, secretsPrefix, sysKeys, sysPrefix, type SecretRecord } from "./record.ts";
 export { SealedError, Vault, VaultStateError, type SealConfig, type VaultStatus } from "./vault.ts";
+export { autoUnseal, rootTokenFileOf, type AutoUnsealOptions, type AutoUnsealOutcome } from "./auto-unseal.ts";
+export { SealStatusPublisher, sealStatusKey } from "./seal-status.ts";
+export { readUnsealFile, UnsealFileError, unsealFileProblem, writeUnsealFile } from "./unseal-file.ts";

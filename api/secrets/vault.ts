@@ -121,8 +121,13 @@ export class Vault {
     };
   }
 
-  /** Create the master key once per store; answers the shares (base64) and the root token. */
-  init(shares: number, threshold: number): Promise<{ keys: string[]; rootToken: string }> {
+  /**
+   * Create the master key once per store; answers the shares (base64) and the root token.
+   * `beforeCommit` gets them before the store records the init (auto-unseal writes its file
+   * there: a crash between the two then leaves a file and no init, never an init whose shares
+   * are lost); a failure there commits nothing.
+   */
+  init(shares: number, threshold: number, beforeCommit?: (material: { keys: string[]; rootToken: string }) => void | Promise<void>): Promise<{ keys: string[]; rootToken: string }> {
     return this.serial(async () => {
       const master = randomBytes(masterKeyBytes);
       // The library wants a plain Uint8Array; the copy is wiped with the key below.
@@ -130,6 +135,16 @@ export class Vault {
       const parts = threshold === 1 ? Array.from({ length: shares }, () => Buffer.from(master)) : (await split(secret, shares, threshold)).map((s) => Buffer.from(s));
       secret.fill(0);
       const rootToken = `csr_${randomBytes(32).toString("base64url")}`;
+      const keys = parts.map((p) => p.toString("base64"));
+      if (beforeCommit !== undefined) {
+        try {
+          if ((await this.config()) !== null) throw new VaultStateError(409, "init", "already initialized");
+          await beforeCommit({ keys, rootToken });
+        } catch (e) {
+          master.fill(0);
+          throw e;
+        }
+      }
       const result = await this.store.txn(
         [{ key: sysKeys.config, target: "createRevision", equals: 0 }],
         [
@@ -141,7 +156,7 @@ export class Vault {
       master.fill(0);
       if (!result.succeeded) throw new VaultStateError(409, "init", "already initialized");
       this.log.info({ shares, threshold }, "initialized; sealed until unsealed with the shares");
-      return { keys: parts.map((p) => p.toString("base64")), rootToken };
+      return { keys, rootToken };
     });
   }
 

@@ -1,20 +1,27 @@
-// `capstan apps add <cluster> <app> -maintainer e@x [-maintainer ...]` and `capstan apps list
-// <cluster>`: register an app with the console and list the registered ones (admin token).
+// `capstan apps add <cluster> <app> -maintainer e@x [-maintainer ...]`, `capstan apps list
+// [<cluster>]` and `capstan apps maintainers add|remove <cluster> <app> e@x...`: register an app
+// with the console, list the registered ones, change an app's maintainers (admin token).
 import { clusterClients, clusterCommandOptionDefs, currentCluster, positionals } from "../cluster-options.ts";
-import { reportFailure } from "../failure.ts";
+import { CommandFailure, reportFailure } from "../failure.ts";
+import { addMaintainers, emailArgs, removeMaintainers } from "../maintainers.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
+import { outputFormat, outputOptionDef } from "../output-option.ts";
 import { table } from "../render.ts";
 
 const addDefs: OptionDef[] = [
   { name: "maintainer", type: "string", help: "maintainer e-mails, comma-separated (or the option repeated)" },
   ...clusterCommandOptionDefs,
 ];
-const listDefs: OptionDef[] = [...clusterCommandOptionDefs];
+const listDefs: OptionDef[] = [outputOptionDef(["table", "json"], "the console's records"), ...clusterCommandOptionDefs];
+const maintainerDefs: OptionDef[] = [outputOptionDef(["text", "json"], "the app's record afterwards"), ...clusterCommandOptionDefs];
 
-const top = `usage: capstan apps add|list CLUSTER ...   (capstan apps add -h for its options)
+const top = `usage: capstan apps add CLUSTER APP -maintainer E-MAIL[,E-MAIL...]
+       capstan apps list [CLUSTER] [-o json]
+       capstan apps maintainers add|remove CLUSTER APP E-MAIL [E-MAIL...]
 
-Registers apps with the console and lists them. Needs an admin token (capstan login CLUSTER with the
-token in the console's -admin-token-file, or -token).
+Registers apps with the console, lists them and changes their maintainers. Needs an admin token
+(capstan login CLUSTER with the token in the console's -admin-token-file, or -token).
+(capstan apps add -h, list -h, maintainers add -h for the options)
 `;
 
 export async function run(argv: string[]): Promise<number> {
@@ -25,7 +32,8 @@ export async function run(argv: string[]): Promise<number> {
   }
   if (verb === "add") return add(rest);
   if (verb === "list" || verb === "ls") return list(rest);
-  throw new UsageError(`unknown sub-command "${verb}": use add or list`);
+  if (verb === "maintainers" || verb === "maintainer") return maintainers(rest);
+  throw new UsageError(`unknown sub-command "${verb}": use add, list or maintainers`);
 }
 
 async function add(argv: string[]): Promise<number> {
@@ -66,12 +74,61 @@ async function list(argv: string[]): Promise<number> {
     return 0;
   }
   if (args.positionals.length > 1) throw new UsageError(`unexpected argument "${args.positionals[1]}"`);
+  const output = outputFormat(args.options, ["table", "json"]);
   try {
     const cluster = args.positionals[0] ?? currentCluster();
     const apps = await clusterClients(cluster, args.options).console.listApps();
-    process.stdout.write(apps.length === 0 ? "no apps\n" : table(["APP", "MAINTAINERS", "CREATED"], apps.map((a) => [a.appname, a.maintainers.join(","), a.createdAt])));
+    if (output === "json") process.stdout.write(`${JSON.stringify(apps, null, 2)}\n`);
+    else process.stdout.write(apps.length === 0 ? "no apps\n" : table(["APP", "MAINTAINERS", "CREATED"], apps.map((a) => [a.appname, a.maintainers.join(","), a.createdAt])));
     return 0;
   } catch (e) {
     return reportFailure("apps list", e);
+  }
+}
+
+/**
+ * `apps maintainers add|remove CLUSTER APP E-MAIL...`: read the app, work out the new list, PUT it
+ * (the console's only maintainer write replaces the whole list). Adding one already there or
+ * removing one not there changes nothing and says so (exit 0); removing the last one is refused.
+ */
+async function maintainers(argv: string[]): Promise<number> {
+  const [verb, ...rest] = argv;
+  const summaries: Record<string, string> = {
+    add: "Adds maintainers to a registered app (their user tokens may then write its secrets and deploy it).",
+    remove: "Removes maintainers from an app; it keeps at least one. Their tokens lose the app within about 2 s.",
+  };
+  if (verb === undefined || verb === "-h" || verb === "--help" || verb === "help") {
+    process.stdout.write(`usage: capstan apps maintainers add|remove CLUSTER APP E-MAIL [E-MAIL...]\n\n${summaries.add}\n${summaries.remove}\n`);
+    return verb === undefined ? 2 : 0;
+  }
+  const verbName = verb === "rm" ? "remove" : verb;
+  if (verbName !== "add" && verbName !== "remove") throw new UsageError(`unknown sub-command "maintainers ${verb}": use maintainers add or maintainers remove`);
+  const args = parseArgs(rest, maintainerDefs);
+  if (args.help) {
+    process.stdout.write(`${usage(`apps maintainers ${verbName}`, summaries[verbName]!, maintainerDefs, "CLUSTER APP E-MAIL [E-MAIL...]")}
+examples:
+  capstan apps maintainers add prod hello carol@example.com
+  capstan apps maintainers remove prod hello alice@example.com,bob@example.com
+`);
+    return 0;
+  }
+  const [cluster, app, ...emailWords] = args.positionals;
+  if (cluster === undefined || app === undefined || emailWords.length === 0) {
+    throw new UsageError(`CLUSTER, APP and at least one E-MAIL are required, e.g. capstan apps maintainers ${verbName} prod hello carol@example.com`);
+  }
+  const emails = emailArgs(emailWords);
+  if (emails.length === 0) throw new UsageError("at least one E-MAIL is required");
+  const output = outputFormat(args.options, ["text", "json"]);
+  const command = `apps maintainers ${verbName}`;
+  try {
+    const consoleClient = clusterClients(cluster, args.options).console;
+    const record = await consoleClient.getApp(app);
+    const edit = verbName === "add" ? addMaintainers(app, record.maintainers, emails) : removeMaintainers(app, record.maintainers, emails);
+    if ("error" in edit) throw new CommandFailure(edit.error);
+    const after = edit.changed ? await consoleClient.setMaintainers(app, edit.maintainers) : record;
+    process.stdout.write(output === "json" ? `${JSON.stringify(after, null, 2)}\n` : `${edit.note} (maintainers: ${after.maintainers.join(", ")})\n`);
+    return 0;
+  } catch (e) {
+    return reportFailure(command, e);
   }
 }

@@ -1,7 +1,7 @@
 // `capstan drift -from A [-to B] [-pg NAME [-instance N]] [-force] [-wait]`: move PodGroup instances
 // off a node (PATCH /api/nodes?cmd=drift). With -wait, follows the groups until nothing the drift
 // covers is on A any more and no instance is still drifting.
-import { isStateful, type PodGroupWithSpec } from "../../api/resources/podgroup.ts";
+import { firstInstanceNo, instanceNumbersFrom, isCurrentInstance, isStateful, type PodGroupWithSpec } from "../../api/resources/podgroup.ts";
 import { ApiError, type OrchestratorClient } from "../client.ts";
 import { clientFromOptions, clientOptionDefs, waitOptionDefs } from "../client-config.ts";
 import { formatDuration } from "../duration.ts";
@@ -12,7 +12,7 @@ const defs: OptionDef[] = [
   { name: "from", type: "string", help: "the node to move instances away from (required)" },
   { name: "to", type: "string", help: "the node to move them to (default: the scheduler picks any node but -from)" },
   { name: "pg", type: "string", help: "only this PodGroup" },
-  { name: "instance", type: "int", help: "only this InstanceNo of -pg" },
+  { name: "instance", type: "int", help: "only this InstanceNo of -pg (from 1)" },
   { name: "force", type: "bool", help: "move stateful PodGroups too (their volumes stay behind on -from)" },
   ...waitOptionDefs.map((d) => (d.name === "wait" ? { ...d, help: "wait until nothing covered is left on -from, showing progress" } : d)),
   ...clientOptionDefs,
@@ -22,7 +22,7 @@ const help = `${usage("drift", "Moves PodGroup instances off a node: each is rem
 examples:
   capstan drift -from n1 -wait
   capstan drift -from n1 -to n2 -pg web
-  capstan drift -from n1 -pg db -instance 0 -force
+  capstan drift -from n1 -pg db -instance 1 -force
 `;
 
 export interface DriftScope {
@@ -39,7 +39,7 @@ export function driftLeft(groups: PodGroupWithSpec[], d: DriftScope): string[] {
     if (d.pg !== undefined && g.spec.name !== d.pg) continue;
     if (g.spec.deleting || (!d.force && isStateful(g.spec.pod))) continue;
     for (const p of g.pods) {
-      if (p.instanceNo >= g.spec.numInstances || (d.instance !== undefined && p.instanceNo !== d.instance)) continue;
+      if (!isCurrentInstance(p.instanceNo, g.spec.numInstances) || (d.instance !== undefined && p.instanceNo !== d.instance)) continue;
       if (p.node === d.from || p.state === "drifting") left.push(`${g.spec.name}/${p.instanceNo}`);
     }
   }
@@ -57,7 +57,7 @@ export async function run(argv: string[]): Promise<number> {
   if (!o.from) throw new UsageError("-from NODE is required, e.g. capstan drift -from n1");
   if (o.to !== undefined && o.to === o.from) throw new UsageError(`-to ${o.to} is -from: a drift moves instances to another node`);
   if (o.instance !== undefined && o.pg === undefined) throw new UsageError("-instance needs -pg (an InstanceNo is one of a PodGroup's)");
-  if (o.instance !== undefined && o.instance < 0) throw new UsageError(`-instance: ${o.instance} is not an InstanceNo (0 or more)`);
+  if (o.instance !== undefined && o.instance < firstInstanceNo) throw new UsageError(`-instance: ${o.instance} is not an InstanceNo: ${instanceNumbersFrom}`);
   const scope: DriftScope = { from: o.from, force: o.force === true, ...(o.pg !== undefined && { pg: o.pg }), ...(o.instance !== undefined && { instance: o.instance }) };
   try {
     const client = clientFromOptions(args.options);

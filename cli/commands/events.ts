@@ -10,6 +10,7 @@ import { clientOptionDefs, targetFromOptions } from "../client-config.ts";
 import { reportFailure } from "../failure.ts";
 import { ApiError, HttpClient, query } from "../http-client.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
+import { jsonAliasDef, outputFormat, outputOptionDef } from "../output-option.ts";
 import { table } from "../render.ts";
 
 const defs: OptionDef[] = [
@@ -19,7 +20,8 @@ const defs: OptionDef[] = [
   { name: "since", type: "string", help: "only events last seen since a duration ago (10m, 1h30m) or an RFC 3339 time" },
   { name: "limit", type: "int", help: "the newest N (the server's default: 500; at most 5000)" },
   { name: "watch", short: "w", type: "bool", help: "keep printing new events as they are recorded, until Ctrl-C" },
-  { name: "json", type: "bool", help: "print the events as the server sends them (JSON; one per line with -w)" },
+  outputOptionDef(["table", "json"], "the events as the server sends them; one per line with -w"),
+  jsonAliasDef,
   ...clientOptionDefs,
 ];
 
@@ -28,6 +30,7 @@ examples:
   capstan events                       every event you may read
   capstan events -app shop -since 10m  app shop's events of the last 10 minutes
   capstan events -name shop.web -w     one object's events, then new ones until Ctrl-C
+  capstan events -o json               the server's records
 `;
 
 export async function run(argv: string[]): Promise<number> {
@@ -45,7 +48,7 @@ export async function run(argv: string[]): Promise<number> {
   const limit = o.limit as number | undefined;
   if (limit !== undefined && (limit < 1 || limit > 5000)) throw new UsageError(`-limit: ${limit} is not from 1 to 5000`);
   const watch = o.watch === true;
-  const json = o.json === true;
+  const json = outputFormat(o, ["table", "json"]) === "json";
   const params = query({
     app: (o.app as string | undefined) || undefined,
     kind,

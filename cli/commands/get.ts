@@ -3,11 +3,12 @@
 import { clientFromOptions, clientOptionDefs } from "../client-config.ts";
 import { reportFailure } from "../failure.ts";
 import { parseArgs, usage, UsageError, type OptionDef, type OptionValues } from "../options.ts";
+import { outputFormat, outputOptionDef } from "../output-option.ts";
 import { renderDependency, renderDependencyList } from "../render-depends.ts";
 import { renderPodGroup, renderPodGroupList } from "../render.ts";
 
 const defs: OptionDef[] = [
-  { name: "output", short: "o", type: "string", help: "table or json (the server's answer, unchanged)", default: "table" },
+  outputOptionDef(["table", "json"], "the server's answer, unchanged"),
   ...clientOptionDefs,
 ];
 
@@ -30,8 +31,7 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(help);
     return 0;
   }
-  const output = args.options.output;
-  if (output !== "table" && output !== "json") throw new UsageError(`-output: "${String(output)}" is not table or json`);
+  const output = outputFormat(args.options, ["table", "json"]);
   const [kind, name, ...extra] = args.positionals;
   if (kind === undefined) throw new UsageError("what to get: podgroup NAME, podgroups or depends [NAME]");
   if (!one.has(kind) && !all.has(kind) && !dependencies.has(kind)) {

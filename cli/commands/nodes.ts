@@ -1,17 +1,18 @@
-// `capstan nodes [-json]`: the cluster's nodes as the orchestrator's node monitor records them
+// `capstan nodes [-o json]`: the cluster's nodes as the orchestrator's node monitor records them
 // (GET /api/nodes): a table, or the server's JSON.
 import type { NodeRecord } from "../../api/resources/node.ts";
 import { clientFromOptions, clientOptionDefs } from "../client-config.ts";
 import { reportFailure } from "../failure.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
+import { jsonAliasDef, outputFormat, outputOptionDef } from "../output-option.ts";
 import { table } from "../render.ts";
 
-const defs: OptionDef[] = [{ name: "json", type: "bool", help: "print the server's JSON answer, unchanged" }, ...clientOptionDefs];
+const defs: OptionDef[] = [outputOptionDef(["table", "json"], "the server's answer, unchanged"), jsonAliasDef, ...clientOptionDefs];
 
 const help = `${usage("nodes", "Lists the cluster's nodes: state, capacity, what Capstan's containers reserve, container count.", defs)}
 examples:
   capstan nodes
-  capstan nodes -json
+  capstan nodes -o json
 `;
 
 export async function run(argv: string[]): Promise<number> {
@@ -21,9 +22,10 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   if (args.positionals.length > 0) throw new UsageError(`unexpected argument "${args.positionals[0]}"`);
+  const output = outputFormat(args.options, ["table", "json"]);
   try {
     const nodes = await clientFromOptions(args.options).listNodes();
-    process.stdout.write(args.options.json ? `${JSON.stringify(nodes, null, 2)}\n` : renderNodes(nodes));
+    process.stdout.write(output === "json" ? `${JSON.stringify(nodes, null, 2)}\n` : renderNodes(nodes));
     return 0;
   } catch (e) {
     return reportFailure("nodes", e);

@@ -21,6 +21,7 @@ export async function run(argv: string[]): Promise<number> {
   const [name, count, ...extra] = args.positionals;
   if (name === undefined || count === undefined) throw new UsageError("NAME and N are required, e.g. capstan scale hello 3");
   if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`);
+  if (/^-\d+$/.test(count)) throw new UsageError(`N: the count must be >= 0 (got ${count})`);
   if (!/^\d+$/.test(count)) throw new UsageError(`N: "${count}" is not a whole number >= 0`);
   const numInstances = Number(count);
   try {

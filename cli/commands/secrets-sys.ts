@@ -7,7 +7,9 @@
 // init prints the unseal key shares and the root token ONCE (the service keeps neither); unseal
 // reads a key share from -key or standard input (so it stays out of the shell history), seal needs
 // the root token.
+import { existsSync } from "node:fs";
 import { homedir } from "node:os";
+import { writeUnsealFile } from "../../api/secrets/unseal-file.ts";
 import { clusterFromConfig, clusterWithUrl, configPath, credentials, defaultUrls, normaliseServer, readClientConfig, type ClientConfig } from "../client-config.ts";
 import { reportFailure } from "../failure.ts";
 import type { CaBundle } from "../http-client.ts";
@@ -25,6 +27,11 @@ const defs: Record<"init" | "unseal" | "seal" | "status", OptionDef[]> = {
   init: [
     { name: "shares", type: "int", help: "number of unseal key shares to make", default: 5 },
     { name: "threshold", type: "int", help: "shares needed to unseal", default: 3 },
+    {
+      name: "unseal-key-file",
+      type: "string",
+      help: "also write -threshold of the shares to this new file (0600) and unseal with them; a service started with -unseal-key-file FILE then unseals itself",
+    },
     accessToken,
     ...common,
   ],
@@ -62,9 +69,17 @@ export async function run(verb: keyof typeof defs, argv: string[], home = homedi
         const threshold = o.threshold as number;
         if (shares < 1 || shares > 255) throw new UsageError(`-shares: ${shares} must be 1..255`);
         if (threshold < 1 || threshold > shares) throw new UsageError(`-threshold: ${threshold} must be 1..${shares} (-shares)`);
+        const file = (o["unseal-key-file"] as string | undefined)?.trim() || undefined;
+        // Checked before init: the shares must not be lost to a file that cannot be written.
+        if (file !== undefined && existsSync(file)) throw new UsageError(`-unseal-key-file: ${file} exists already; give a new file`);
         const { keys, rootToken } = await client.init(shares, threshold);
         const lines = keys.map((k, i) => `Unseal key ${i + 1}: ${k}`);
         process.stdout.write(`${lines.join("\n")}\n\nRoot token: ${rootToken}\n`);
+        if (file !== undefined) {
+          writeUnsealFile(file, keys.slice(0, threshold));
+          for (const key of keys.slice(0, threshold)) if (!(await client.unseal(key)).sealed) break;
+          process.stderr.write(`\n${threshold} of the shares are in ${file} (0600). Start the service with -unseal-key-file ${file} to unseal at every start.\n`);
+        }
         const sealed = (await client.status().catch(() => ({ sealed: true }))).sealed;
         process.stderr.write(
           `\nThe secrets service at ${client.server} is initialized${sealed ? "" : " and unsealed"}. The ${keys.length} key shares and the\n` +

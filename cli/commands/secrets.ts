@@ -4,7 +4,7 @@
 import { createLogger } from "../../runtime/log.ts";
 import { authFromOptions, authOptionDefs } from "../auth-options.ts";
 import { parseArgs, usage, type OptionDef } from "../options.ts";
-import { installSecrets, secretsLeaderKey } from "../secrets.ts";
+import { installSecrets, secretsLeaderKey, unsealKeyFileOption } from "../secrets.ts";
 import { clusterOption, historyOption, serve, storeOption, webOption } from "../serve.ts";
 import { storeConnectionFromOptions, storeConnectionOptionDefs } from "../store-options.ts";
 import { dockerTlsFromOptions, dockerTlsOptionDefs } from "../docker-tls-options.ts";
@@ -20,12 +20,13 @@ const defs: OptionDef[] = [
   clusterOption,
   ...dockerTlsOptionDefs,
   historyOption,
+  unsealKeyFileOption,
 ];
 
 const summary = `Runs the secrets service and Secret-sync. It starts sealed (503 on /v2/secrets) until
 initialized once (capstan secrets init) and, after each restart, unsealed with enough key shares
-(capstan secrets unseal). Secret-sync installs each PodGroup's listed secret files into its
-containers (only while unsealed).
+(capstan secrets unseal), or by itself from -unseal-key-file (docs/secrets.md, "Auto-unseal").
+Secret-sync installs each PodGroup's listed secret files into its containers (only while unsealed).
 
 client sub-commands: capstan secrets init|unseal|seal|status [CLUSTER]   (-h on each)`;
 
@@ -38,9 +39,12 @@ export async function run(argv: string[]): Promise<number> {
     );
     return 0;
   }
-  const o = args.options as { web: string; store: string; cluster: string; history: number };
+  const o = args.options as { web: string; store: string; cluster: string; history: number; "unseal-key-file"?: string };
+  const unsealKeyFile = o["unseal-key-file"]?.trim() || undefined;
   return serve(
     { name: "secrets", web: o.web, tls: tlsFromOptions(args.options), storeUrl: o.store, storeConnection: storeConnectionFromOptions(args.options), cluster: o.cluster, clusterTls: dockerTlsFromOptions(args.options), historyMs: o.history, auth: authFromOptions(args.options), leaderKey: secretsLeaderKey, log: createLogger("secrets") },
-    (ctx) => installSecrets(ctx),
+    async (ctx) => {
+      await installSecrets(ctx, unsealKeyFile === undefined ? undefined : { file: unsealKeyFile, required: true });
+    },
   );
 }

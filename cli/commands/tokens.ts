@@ -7,6 +7,7 @@ import { clusterClients, clusterCommandOptionDefs, currentCluster, positionals }
 import { tokenRoles, type TokenRole } from "../console-client.ts";
 import { reportFailure } from "../failure.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
+import { outputFormat, outputOptionDef } from "../output-option.ts";
 import { table } from "../render.ts";
 
 const createDefs: OptionDef[] = [
@@ -21,7 +22,7 @@ const createDefs: OptionDef[] = [
   { name: "expires-in", type: "string", help: "lifetime, e.g. 12h or 30d (default: no expiry)" },
   ...clusterCommandOptionDefs,
 ];
-const listDefs: OptionDef[] = [...clusterCommandOptionDefs];
+const listDefs: OptionDef[] = [outputOptionDef(["table", "json"], "the console's records; never a token"), ...clusterCommandOptionDefs];
 const revokeDefs: OptionDef[] = [...clusterCommandOptionDefs];
 
 const top = `usage: capstan tokens create CLUSTER -user E-MAIL [-role user|viewer|sync|admin] [-apps APP,...] [-expires-in 30d]
@@ -80,11 +81,14 @@ async function list(argv: string[]): Promise<number> {
     return 0;
   }
   if (args.positionals.length > 1) throw new UsageError(`unexpected argument "${args.positionals[1]}"`);
+  const output = outputFormat(args.options, ["table", "json"]);
   try {
     const cluster = args.positionals[0] ?? currentCluster();
     const tokens = await clusterClients(cluster, args.options).console.listTokens();
     process.stdout.write(
-      tokens.length === 0
+      output === "json"
+        ? `${JSON.stringify(tokens, null, 2)}\n`
+        : tokens.length === 0
         ? "no tokens\n"
         : table(
             ["ID", "USER", "ROLE", "APPS", "CREATED", "EXPIRES", "ORIGIN"],

@@ -33,7 +33,7 @@ import { installOrchestrator, orchestratorLeaderKey } from "../orchestrator.ts";
 import { authFromOptions, authOptionDefs, isLoopbackHost } from "../auth-options.ts";
 import { parseListenAddress } from "../listen.ts";
 import { parseArgs, usage, type OptionDef } from "../options.ts";
-import { installSecrets } from "../secrets.ts";
+import { installSecrets, type UnsealSettings } from "../secrets.ts";
 import { defaultRegistryWeb, installUpRegistry, upRegistryCertFile, upRegistryRealm } from "./registry.ts";
 import { ssoOptionDefs, ssoOptionsOf } from "../sso-options.ts";
 import { storeConnectionFromOptions, storeConnectionOptionDefs } from "../store-options.ts";
@@ -56,6 +56,11 @@ const defs: OptionDef[] = [
   { name: "registry-web", type: "string", help: `listen address of the image registry (its own listener); "" runs none (default ${defaultRegistryWeb})` },
   ...ssoOptionDefs,
   ...webConsoleOptionDefs,
+  {
+    name: "unseal-key-file",
+    type: "string",
+    help: `auto-unseal the secrets service at start from this file (0600; made with the service's key when up initializes it); "" turns auto-unseal off (default DATA/unseal-key on the embedded store, none with -store)`,
+  },
 ];
 
 export async function run(argv: string[]): Promise<number> {
@@ -64,7 +69,8 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(usage("up", "Runs every Capstan component in one process: orchestrator, console, secrets service.", defs));
     return 0;
   }
-  const o = args.options as { web: string; data: string; store?: string; cluster: string; history: number; "admin-token-file"?: string; "registry-web"?: string };
+  const o = args.options as { web: string; data: string; store?: string; cluster: string; history: number; "admin-token-file"?: string; "registry-web"?: string; "unseal-key-file"?: string };
+  const unseal = unsealSettings(o["unseal-key-file"], o.store === undefined ? join(o.data, "unseal-key") : undefined);
   const registryWeb = o["registry-web"] ?? defaultRegistryWeb;
   // The controllers' registry credentials: up's own registry and a token made for them, unless given.
   const registryHost = nonEmpty(args.options["registry-host"]) ?? upRegistryHost(registryWeb);
@@ -110,11 +116,23 @@ export async function run(argv: string[]): Promise<number> {
       }
       installOrchestrator(ctx, settings);
       const { ssoLogin } = await installConsole(ctx, consoleConf);
-      installSecrets(ctx);
+      const sealed = (await installSecrets(ctx, unseal)) === "sealed";
+      // Said on stdout's log once, so an operator knows whether a restart needs their shares.
+      if (unseal === undefined) ctx.log.info("auto-unseal is off: the secrets service starts sealed (capstan secrets init, then capstan secrets unseal after every restart)");
+      else ctx.log.info({ unsealKeyFile: unseal.file, sealed }, sealed ? "auto-unseal: the secrets service stays sealed" : "auto-unseal: the secrets service is unsealed; -unseal-key-file '' turns auto-unseal off");
       const registryApi = registryWeb !== "" ? await installUpRegistry(ctx, { data: o.data, web: registryWeb, explicit: o["registry-web"] !== undefined, tls }) : undefined;
       installWebConsole(ctx, { secure: tls !== undefined, sso: ssoLogin, registry: registryApi, publicUrl });
     },
   );
+}
+
+/**
+ * The secrets service's unseal key file (docs/secrets.md, "Auto-unseal"): the one given (required
+ * to exist once initialized), none for "", else up's default (its absence only warns).
+ */
+function unsealSettings(given: string | undefined, fallback: string | undefined): UnsealSettings | undefined {
+  if (given !== undefined) return given.trim() === "" ? undefined : { file: given.trim(), required: true };
+  return fallback === undefined ? undefined : { file: fallback, required: false };
 }
 
 function nonEmpty(v: unknown): string | undefined {

@@ -10,12 +10,13 @@ import { clusterFromConfig, clusterWithUrl, configPath, credentials, normaliseSe
 import { clusterCommandOptionDefs } from "../cluster-options.ts";
 import { ConsoleClient, type WhoAmI } from "../console-client.ts";
 import { CommandFailure, reportFailure } from "../failure.ts";
+import { outputFormat, outputOptionDef } from "../output-option.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
 
 const defs: OptionDef[] = [
   { name: "context", type: "string", help: "a cluster saved by `capstan login` (default: the current cluster)" },
   { name: "console", type: "string", help: "console URL (else the cluster's)" },
-  { name: "output", short: "o", type: "string", help: "text or json", default: "text" },
+  outputOptionDef(["text", "json"], "the console's answer"),
   ...clusterCommandOptionDefs,
 ];
 
@@ -33,7 +34,7 @@ export async function run(argv: string[], home = homedir()): Promise<number> {
   }
   if (args.positionals.length > 0) throw new UsageError(`unexpected argument "${args.positionals[0]}" (the cluster is given with -context CLUSTER)`);
   const o = args.options as { context?: string; console?: string; output: string };
-  if (o.output !== "text" && o.output !== "json") throw new UsageError(`-output: "${o.output}" is not text or json`);
+  o.output = outputFormat(args.options, ["text", "json"]);
   try {
     const path = configPath(home);
     let loaded: ClientConfig | undefined;

@@ -5,6 +5,8 @@
 //   data again after a spec update or a restart on the same node (stateful pods keep their node):
 //     "/data"          -> <group>.i<n>[.c<k>].data-<hash6>:/data
 //     "cache:/var/c"   -> <group>.i<n>[.c<k>].cache:/var/c
+//   where n is the instance's volume slot, instanceNo - 1: volumes were named when instances
+//   were numbered from 0, and instance k (1-based) must find the data instance k-1 wrote then.
 //   The controller never removes named volumes (removal passes `volumes: true`, which only drops
 //   anonymous ones, e.g. those an image declares): data outlives the group, as a
 //   StatefulSet's claims do. `docker volume rm` frees it.
@@ -14,7 +16,7 @@
 //   (controllers/shared/pod-dependencies.ts).
 // - env gets CAPSTAN_PODGROUP, CAPSTAN_POD_NAME, CAPSTAN_POD_NAMESPACE, CAPSTAN_INSTANCE_NO.
 import { patchEnv, type CreateSpec, type ResourceRequest } from "../../adapters/cluster/index.ts";
-import type { PodSpec } from "../../api/resources/podgroup.ts";
+import { firstInstanceNo, type PodSpec } from "../../api/resources/podgroup.ts";
 import { containerCreateSpec, containerLimits, type ContainerLimits } from "../shared/create-spec.ts";
 import { volumeBind } from "../shared/volumes.ts";
 import { encodePodDependencies, podDependenciesLabel } from "../shared/pod-dependencies.ts";
@@ -51,6 +53,7 @@ export function planContainer(group: StoredPodGroup, instance: number, index: nu
   const pod = group.pod;
   const c = pod.containers[index];
   if (!c) throw new RangeError(`pod ${pod.name} has no container ${index}`);
+  if (!Number.isInteger(instance) || instance < firstInstanceNo) throw new RangeError(`instance ${instance}: instances are numbered from ${firstInstanceNo}`);
   const ref = { group: group.name, instance, version: pod.version, drift, index };
   let env = [...(c.env ?? [])];
   for (const [k, v] of [
@@ -61,8 +64,8 @@ export function planContainer(group: StoredPodGroup, instance: number, index: nu
   ] as const) {
     env = patchEnv(env, k, v);
   }
-  // Volume names scoped to <group>.i<n>[.c<k>] (see the top of this file).
-  const owner = `${group.name}.i${instance}${index > 0 ? `.c${index}` : ""}`;
+  // Volume names scoped to <group>.i<n>[.c<k>], n = instanceNo - 1 (see the top of this file).
+  const owner = `${group.name}.i${instance - firstInstanceNo}${index > 0 ? `.c${index}` : ""}`;
   const binds = [...(c.volumes ?? []).map((v) => volumeBind(owner, v)), ...(c.systemVolumes ?? [])];
   const { spec, limits } = containerCreateSpec(c, {
     env,

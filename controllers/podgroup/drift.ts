@@ -2,7 +2,7 @@
 // group's observed view (plan-drift.ts builds on them); the reconciler acts on them.
 //
 // A drift task {from, to?, podGroup?, instance?, force} matches an instance when the instance is
-// one of the group's current ones (below numInstances), pg and pg_instance (when given) name it,
+// one of the group's current ones (1..numInstances), pg and pg_instance (when given) name it,
 // and the group is not stateful unless force is set. An instance matching a task is moved when its
 // kept pod is on `from`: the move is recorded in status.internal first (R6), then the pod on `from`
 // is removed (skipped when `from` is unreachable) and the instance deployed with its drift count
@@ -11,7 +11,7 @@
 //
 // While a task is pending, `from` is also cordoned for the groups it matches: no new pod of theirs
 // is placed there (a scale-up or a spec update would otherwise refill the node being drained).
-import { isStateful, type PodStatus } from "../../api/resources/podgroup.ts";
+import { isCurrentInstance, isStateful, type PodStatus } from "../../api/resources/podgroup.ts";
 import type { DriftTask } from "../../api/resources/task.ts";
 import type { GroupView } from "./observe.ts";
 import type { Internal, StoredPodGroup, TaskEntry } from "./stored.ts";
@@ -31,7 +31,7 @@ export function tasksForGroup(spec: StoredPodGroup, tasks: readonly DriftTask[])
 
 /** Whether instance `instance` of a group the task applies to is one it moves. */
 export function coversInstance(t: DriftTask, instance: number, numInstances: number): boolean {
-  return instance < numInstances && (t.instance === undefined || t.instance === instance);
+  return isCurrentInstance(instance, numInstances) && (t.instance === undefined || t.instance === instance);
 }
 
 /**

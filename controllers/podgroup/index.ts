@@ -37,7 +37,7 @@ import {
 } from "../shared/controller-wiring.ts";
 import { ImagePuller } from "../shared/image-pull.ts";
 import { statusSource } from "../shared/status-records.ts";
-import { decodeSecretMarker, defaultSecretMarkerPrefix } from "./secret-marker.ts";
+import { decodeSealStatus, decodeSecretMarker, defaultSecretMarkerPrefix, sealStatusPrefixOf, withSealState } from "./secret-marker.ts";
 import { decodeSpec, decodeStatus, decodeTask, layout, type SpecEntry, type StatusEntry, type TaskEntry } from "./stored.ts";
 
 export interface PodGroupControllerOptions extends PodControllerOptions {
@@ -90,6 +90,10 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
     log,
     registry,
   });
+  // The secrets leader's seal state: a group waiting for its files while sealed says so (a waiting
+  // group is looked at again every few seconds, so its status follows without a watch of its own).
+  const seal = new Informer({ name: "podgroup-secrets-seal", source: opts.store, prefix: sealStatusPrefixOf(markerPrefix), decode: decodeSealStatus, clock, log, registry });
+  const sealed = () => seal.list().some((s) => s.sealed);
   const cache = labelledContainerCache(opts.cluster, "podgroup-containers", labelKeys.podGroup, settings);
   // Dependency pods, only for their reservations in placement (dependency-reservations.ts).
   const dependencyCache = labelledContainerCache(opts.cluster, "podgroup-dependency-containers", dependencyLabel, settings);
@@ -106,7 +110,7 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
     tasks,
     passes,
     dependencyReservations: new DependencyReservations(dependencyCache, opts.cluster, log),
-    secretMarker: (id) => markers.get(`${markers.prefix}${id}`),
+    secretMarker: (id) => withSealState(markers.get(`${markers.prefix}${id}`), id, sealed()),
     images,
     layout: keys,
     updateWaitMs: settings.updateWaitMs,
@@ -152,7 +156,7 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
   });
 
   return {
-    informers: ownInformers([specs, statuses, tasks, markers], [opts.shared?.specs, opts.shared?.statuses]),
+    informers: ownInformers([specs, statuses, tasks, markers, seal], [opts.shared?.specs, opts.shared?.statuses]),
     runnables: [cache, dependencyCache, ...(opts.imagePuller ? [] : [images]), controller, driftController],
     cache,
     controller,

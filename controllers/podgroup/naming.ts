@@ -10,6 +10,15 @@
 // added to an existing container, so it keeps that format for life; the controller adopts it in
 // place (renames it to the current name form) and replaces it only when its version is stale.
 // A container without io.capstan.podgroup is not ours, whatever its name (never touched).
+//
+// Instances are numbered from 1 (1..numInstances), as the original platform numbered them.
+// Releases before this one numbered them from 0. Invariant: a container labelled
+// io.capstan.numbering=1 holds its instanceNo in its labels (and name) as is; a container without
+// that label (older format or not) was created under the 0-based numbering, and identify() adds
+// one to the number its label (or name) holds. Labels are fixed for a container's life, so the
+// answer is the same on every pass, before and after the rename to the current name form. The
+// one exception is a container whose instance is in its name only (no instance label): renaming
+// it would change what is read, so it keeps its name (instanceFromName; planRenames skips it).
 // A kept previous container (controllers/shared/previous.ts) carries the labels of the pod it was
 // but a name of its own: identify() does not take it for an instance's container.
 //
@@ -29,7 +38,16 @@ export const labelKeys = {
   containerIndex: "io.capstan.container-index",
   format: formatLabel,
   restartedAt: "io.capstan.restarted-at",
+  numbering: "io.capstan.numbering",
 } as const;
+
+/** The value of io.capstan.numbering on containers whose instance numbers start at 1. */
+export const numberedFromOne = "1";
+
+/** Whether a container's instance label (or name) holds an instanceNo numbered from 0 (created before 1-based numbering). */
+export function numberedFromZero(labels: Readonly<Record<string, string>>): boolean {
+  return labels[labelKeys.numbering] !== numberedFromOne;
+}
 
 export interface PodContainerRef {
   group: string;
@@ -43,6 +61,8 @@ export interface PodContainerRef {
 export interface ContainerIdentity extends PodContainerRef {
   /** The io.capstan.format label, or "1" when it is missing (the format before labels carried it). */
   format: string;
+  /** The instance was read from the name (a 0-based one without an instance label): never renamed. */
+  instanceFromName?: true;
 }
 
 export function containerName(r: PodContainerRef): string {
@@ -59,6 +79,7 @@ export function containerLabels(r: PodContainerRef & { namespace: string; restar
     [labelKeys.drift]: String(r.drift),
     [labelKeys.containerIndex]: String(r.index),
     [labelKeys.format]: currentFormat,
+    [labelKeys.numbering]: numberedFromOne,
   };
 }
 
@@ -78,6 +99,7 @@ export function identify(c: { name: string; labels: Readonly<Record<string, stri
   const l = c.labels;
   if (l[labelKeys.podGroup] !== group || isPreviousContainer(c)) return undefined;
   const format = l[labelKeys.format] ?? "1";
+  const shift = numberedFromZero(l) ? 1 : 0;
   const fromLabels = {
     instance: count(l[labelKeys.instance]),
     version: count(l[labelKeys.version]),
@@ -87,7 +109,7 @@ export function identify(c: { name: string; labels: Readonly<Record<string, stri
   if (format === currentFormat) {
     const { instance, version, drift, index } = fromLabels;
     if (instance === undefined || version === undefined || drift === undefined || index === undefined) return undefined;
-    return { group, instance, version, drift, index, format };
+    return { group, instance: instance + shift, version, drift, index, format };
   }
   const m = namePattern.exec(c.name);
   const instance = fromLabels.instance ?? count(m?.[2]);
@@ -95,5 +117,6 @@ export function identify(c: { name: string; labels: Readonly<Record<string, stri
   const drift = fromLabels.drift ?? count(m?.[3]) ?? 0;
   const index = fromLabels.index ?? (m ? (count(m[4]) ?? 0) : 0);
   if (instance === undefined || version === undefined) return undefined;
-  return { group, instance, version, drift, index, format };
+  const fromName = fromLabels.instance === undefined && shift === 1;
+  return { group, instance: instance + shift, version, drift, index, format, ...(fromName && { instanceFromName: true as const }) };
 }

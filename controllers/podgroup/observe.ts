@@ -10,7 +10,7 @@
 import type { CachedContainer } from "../../adapters/cluster/container-cache.ts";
 import { currentFormat } from "../shared/format.ts";
 import { isPreviousContainer, previousSlot } from "../shared/previous.ts";
-import { identify, labelKeys, type ContainerIdentity } from "./naming.ts";
+import { identify, labelKeys, numberedFromZero, type ContainerIdentity } from "./naming.ts";
 
 export interface ObservedContainer {
   c: CachedContainer;
@@ -90,7 +90,9 @@ export function classify(containers: readonly CachedContainer[], o: ClassifyOpti
   const sorted = [...containers].sort((a, b) => a.created - b.created || cmp(a.node, b.node) || cmp(a.id, b.id));
   for (const c of sorted) {
     if (isPreviousContainer(c)) {
-      const slot = previousSlot(c.name, o.group) ?? previousByLabels(c, o.group);
+      // A 0-based one (numberedFromZero, docs/podgroup-controller.md "Instance numbers") by its
+      // labels, which keep the pod's number for life, plus one; its name changes when renamed.
+      const slot = numberedFromZero(c.labels) ? previousFromZero(c, o.group) : (previousSlot(c.name, o.group) ?? previousByLabels(c, o.group));
       if (slot) previous.set(slot.instance, [...(previous.get(slot.instance) ?? []), { c, index: slot.index }].sort((a, b) => a.index - b.index));
       else unidentified.push(c);
       continue;
@@ -144,6 +146,12 @@ function previousByLabels(c: CachedContainer, group: string): { instance: number
   const instance = Number(c.labels[labelKeys.instance]);
   const index = Number(c.labels[labelKeys.containerIndex] ?? "0");
   return Number.isInteger(instance) && instance >= 0 && Number.isInteger(index) && index >= 0 ? { instance, index } : undefined;
+}
+
+/** A previous container of a pod created under the 0-based numbering: its 1-based instance. */
+function previousFromZero(c: CachedContainer, group: string): { instance: number; index: number } | undefined {
+  const slot = previousByLabels(c, group) ?? previousSlot(c.name, group);
+  return slot && { instance: slot.instance + 1, index: slot.index };
 }
 
 function better(a: ObservedContainer, b: ObservedContainer): boolean {

@@ -2,7 +2,7 @@
 // "Nodes that cannot be reached"): which moves start now (the pass records them in status.internal
 // BEFORE anything is removed), which recorded moves are done, cancelled or still to carry out, and
 // which of those are due (R9: a failed move waits out its back-off). Pure, over drift.ts's rules.
-import type { PodStatus } from "../../api/resources/podgroup.ts";
+import { isCurrentInstance, type PodStatus } from "../../api/resources/podgroup.ts";
 import type { DriftTask } from "../../api/resources/task.ts";
 import { newMoves, tasksForGroup } from "./drift.ts";
 import type { GroupView } from "./observe.ts";
@@ -51,7 +51,7 @@ export function planMoves(spec: StoredPodGroup, view: GroupView, internal: Inter
     if (!move) continue;
     const kept = view.instances.get(instance)?.kept;
     const { move: _done, ...rest } = record;
-    if (instance >= spec.numInstances) {
+    if (!isCurrentInstance(instance, spec.numInstances)) {
       plan.records.set(instance, rest); // scaled away: nothing to move
     } else if (!drifts.some((task) => task.id === move.task) && (!kept || kept.node === move.from)) {
       // The task was deleted before the move was made: cancelled. The instance stays where it

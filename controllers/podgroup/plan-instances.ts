@@ -5,14 +5,15 @@
 // pods to start or restart under the restart policy and back-off (R9), waiting for secret files
 // (R10), and the older-format containers to rename. Pure: the pass acts on the plan.
 import type { CachedContainer } from "../../adapters/cluster/container-cache.ts";
-import { isStateful, type PodStatus } from "../../api/resources/podgroup.ts";
+import { instanceNumbers, isCurrentInstance, isStateful, type PodStatus } from "../../api/resources/podgroup.ts";
 import type { RestartBackoff } from "../shared/backoff.ts";
 import { pausedError, stoppedPod } from "../shared/containers.ts";
 import { currentFormat } from "../shared/format.ts";
 import { exitObservation } from "../shared/exit-observation.ts";
 import { countExit } from "../shared/restart.ts";
 import { asap } from "../shared/wakeups.ts";
-import { containerName, labelKeys } from "./naming.ts";
+import { previousContainerName } from "../shared/previous.ts";
+import { containerName, labelKeys, numberedFromZero } from "./naming.ts";
 import { instanceContainers, podComplete, podContainers, podRunning, type GroupView, type InstanceView, type PodCandidate } from "./observe.ts";
 import { rolloutHoldsDeploy } from "./plan-rollout.ts";
 import { secretsNotReady, type SecretMarkerEntry } from "./secret-marker.ts";
@@ -82,7 +83,7 @@ export function statefulNodes(spec: StoredPodGroup, view: GroupView, internal: I
   const records = new Map<number, InstanceRecord>();
   if (!isStateful(spec.pod)) return records;
   for (const instanceView of view.instances.values()) {
-    if (instanceView.kept && instanceView.instance < spec.numInstances) {
+    if (instanceView.kept && isCurrentInstance(instanceView.instance, spec.numInstances)) {
       records.set(instanceView.instance, { ...recordOf(internal, instanceView.instance), node: instanceView.kept.node });
     }
   }
@@ -136,22 +137,22 @@ export function planInstances(input: InstancesInput): InstancesPlan {
   // rollout step, a move) are left to that removal: two removals of one container race into a
   // 409 from the engine.
   plan.extras = [...view.instances.values()]
-    .filter((instanceView) => instanceView.instance < numInstances && instanceView.instance !== input.rolloutRemoval && !moving.has(instanceView.instance))
+    .filter((instanceView) => isCurrentInstance(instanceView.instance, numInstances) && instanceView.instance !== input.rolloutRemoval && !moving.has(instanceView.instance))
     .flatMap((instanceView) => instanceView.extras.filter((observed) => reachable(observed.c.node)).map((observed) => observed.c));
   // Scale down: the highest surplus instance first, one per pass.
   const surplus = [...view.instances.values()]
-    .filter((instanceView) => instanceView.instance >= numInstances && instanceContainers(instanceView).some((observed) => reachable(observed.c.node)))
+    .filter((instanceView) => !isCurrentInstance(instanceView.instance, numInstances) && instanceContainers(instanceView).some((observed) => reachable(observed.c.node)))
     .sort((a, b) => b.instance - a.instance);
   plan.surplus = surplus[0];
   if (surplus.length > 1) plan.wakeAt.push(now + asap);
   plan.orphans = [...view.previous]
-    .filter(([instance]) => instance >= numInstances && !view.instances.has(instance))
+    .filter(([instance]) => !isCurrentInstance(instance, numInstances) && !view.instances.has(instance))
     .flatMap(([, previous]) => previous.map((previousContainer) => previousContainer.c))
     .filter((container) => reachable(container.node));
 
   const lastPods = new Map(input.lastPods.map((pod) => [pod.instanceNo, pod]));
   const toPlace: number[] = [];
-  for (let i = 0; i < numInstances; i++) {
+  for (const i of instanceNumbers(numInstances)) {
     const kept = view.instances.get(i)?.kept;
     let record = currentRecord(i);
     if (moving.has(i)) continue; // its move deploys it
@@ -205,16 +206,30 @@ export function planInstances(input: InstancesInput): InstancesPlan {
   return plan;
 }
 
-/** Older-format containers kept for their instance (on a reachable node), with their current-form name. */
+/**
+ * Containers kept for their instance (on a reachable node) whose name is not the current form:
+ * older-format ones, and those named under the 0-based numbering (docs/podgroup-controller.md,
+ * "Instance numbers"), kept previous containers included. Highest instance first and one at a
+ * time (the pass renames in this order), so `-i1` is free before `-i0` becomes `-i1` on one engine.
+ */
 export function planRenames(view: GroupView, reachable: (node: string) => boolean): { instance: number; container: CachedContainer; to: string }[] {
   const renames: { instance: number; container: CachedContainer; to: string }[] = [];
   for (const instanceView of view.instances.values()) {
     if (!instanceView.kept || !reachable(instanceView.kept.node)) continue;
     for (const observed of instanceView.kept.containers.values()) {
-      if (observed.id.format === currentFormat) continue;
+      if (observed.id.format === currentFormat && !numberedFromZero(observed.c.labels)) continue;
+      if (observed.id.instanceFromName) continue; // its name is where its instance is read from
       const to = containerName(observed.id);
       if (observed.c.name !== to) renames.push({ instance: instanceView.instance, container: observed.c, to });
     }
   }
+  for (const [instance, previous] of view.previous) {
+    for (const { c, index } of previous) {
+      if (!reachable(c.node) || !numberedFromZero(c.labels) || c.labels[labelKeys.instance] === undefined) continue;
+      const to = previousContainerName(c.labels[labelKeys.podGroup]!, instance, index);
+      if (c.name !== to) renames.push({ instance, container: c, to });
+    }
+  }
+  return renames.sort((a, b) => b.instance - a.instance);
   return renames;
 }

@@ -12,7 +12,7 @@ import {
   type PlacementFilter,
   type Reservation,
 } from "../../adapters/cluster/index.ts";
-import { isStateful } from "../../api/resources/podgroup.ts";
+import { isCurrentInstance, isStateful } from "../../api/resources/podgroup.ts";
 import type { DriftTask } from "../../api/resources/task.ts";
 import { podRequest } from "./container-spec.ts";
 import { cordoned, tasksForGroup } from "./drift.ts";
@@ -71,7 +71,7 @@ export function planPlacement(input: PlacementInput): PlacementPlan {
   const groupCounts: Record<string, number> = {};
   for (const instanceView of view.instances.values()) {
     // Pods on their way off a node do not count for the spread.
-    if (instanceView.kept && instanceView.instance < spec.numInstances && !record(instanceView.instance)?.move) {
+    if (instanceView.kept && isCurrentInstance(instanceView.instance, spec.numInstances) && !record(instanceView.instance)?.move) {
       groupCounts[instanceView.kept.node] = (groupCounts[instanceView.kept.node] ?? 0) + 1;
     }
   }

@@ -4,6 +4,7 @@
 // check; the next instance is the lowest stale one, taken only when it is down anyway or every other
 // instance runs (R3); a step that replaces a pod of the current version is a restart (its halt says
 // so). Pure: the pass persists the step when `persistFirst` says so, then removes `remove`.
+import { instanceNumbers, isCurrentInstance } from "../../api/resources/podgroup.ts";
 import { planRollout, stepRemoved, type RolloutCheck } from "../shared/rollout.ts";
 import type { DriftMove, RolloutStep, StoredPodGroup } from "./stored.ts";
 import { podComplete, podContainers, podRunning, type GroupView, type PodCandidate } from "./observe.ts";
@@ -47,7 +48,7 @@ export function planPodGroupRollout(input: PodGroupRolloutInput): PodGroupRollou
   const { spec, view, moving, reachable, now } = input;
   const numInstances = spec.numInstances;
   const version = spec.pod.version;
-  const stored = input.step && input.step.instance < numInstances ? input.step : undefined;
+  const stored = input.step && isCurrentInstance(input.step.instance, numInstances) ? input.step : undefined;
   const kept = (instance: number) => view.instances.get(instance)?.kept;
   const available = (instance: number): boolean => {
     const pod = kept(instance);
@@ -70,7 +71,7 @@ export function planPodGroupRollout(input: PodGroupRolloutInput): PodGroupRollou
       const stale = [...view.instances.values()]
         .filter(
           (instanceView) =>
-            instanceView.instance < numInstances &&
+            isCurrentInstance(instanceView.instance, numInstances) &&
             instanceView.kept &&
             !podCurrent(spec, instanceView.kept) &&
             reachable(instanceView.kept.node) &&
@@ -82,7 +83,7 @@ export function planPodGroupRollout(input: PodGroupRolloutInput): PodGroupRollou
       // R3: a pod that is down anyway first; otherwise only when every other instance runs.
       const down = stale.find((i) => !available(i));
       if (down !== undefined) return down;
-      const othersUp = Array.from({ length: numInstances }, (_, i) => i).every((i) => i === stale[0] || available(i));
+      const othersUp = instanceNumbers(numInstances).every((i) => i === stale[0] || available(i));
       return othersUp ? stale[0] : undefined; // an event wakes us when they are
     },
   });

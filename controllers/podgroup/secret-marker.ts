@@ -16,6 +16,8 @@ export interface SecretMarkerEntry {
   podGroup: string | undefined;
   paths: string[];
   error: string | undefined;
+  /** The secrets service was sealed when looked up (withSealState): a wait for files says so. */
+  sealed?: boolean;
 }
 
 /** Never throws: an unreadable marker names no group and no path, so it never lets a start through. */
@@ -39,6 +41,33 @@ export function decodeSecretMarker(kv: { key: string; value: string }): SecretMa
 }
 
 export const waitingForSecrets = "waiting for secret files";
+export const secretsSealedNote = "secrets service sealed";
+
+/**
+ * The secrets leader's seal state, as it publishes it (docs/secrets.md, "Seeing the seal"):
+ * /platform/secret-sync/seal/status = {sealed, at}. Decoded from its stored form (controllers do
+ * not import the secrets service). Never throws: an unreadable record says nothing (not sealed).
+ */
+export const sealStatusPrefix = "/platform/secret-sync/seal/";
+export function decodeSealStatus(kv: { value: string }): { sealed: boolean } {
+  try {
+    return { sealed: (JSON.parse(kv.value) as { sealed?: unknown } | null)?.sealed === true };
+  } catch {
+    return { sealed: false };
+  }
+}
+
+/** Where the seal state is beside a marker prefix (…/installed/ -> …/seal/), so tests under their own root see their own. */
+export function sealStatusPrefixOf(markerPrefix: string): string {
+  const base = markerPrefix.endsWith("/") ? markerPrefix : `${markerPrefix}/`;
+  return base.endsWith("/installed/") ? `${base.slice(0, -"installed/".length)}seal/` : sealStatusPrefix;
+}
+
+/** A marker lookup's answer with the seal state: sealed, a missing marker is a sealed placeholder. */
+export function withSealState(marker: SecretMarkerEntry | undefined, containerId: string, sealed: boolean): SecretMarkerEntry | undefined {
+  if (!sealed) return marker;
+  return { ...(marker ?? { containerId, podGroup: undefined, paths: [], error: undefined }), sealed: true };
+}
 
 /**
  * Whether a created container of `group` that lists `secretFiles` may start: undefined when it
@@ -46,9 +75,11 @@ export const waitingForSecrets = "waiting for secret files";
  */
 export function secretsNotReady(marker: SecretMarkerEntry | undefined, group: string, secretFiles: readonly string[]): string | undefined {
   if (secretFiles.length === 0) return undefined;
-  if (!marker || marker.podGroup !== group) return waitingForSecrets;
+  // While sealed nothing installs files: the wait says why (docs/secrets.md, "Seeing the seal").
+  const waiting = marker?.sealed === true ? `${waitingForSecrets}: ${secretsSealedNote}` : waitingForSecrets;
+  if (!marker || marker.podGroup !== group) return waiting;
   if (marker.error !== undefined) return marker.error;
   // One file, either spelling (`secret.conf` is `/platform/app/secret.conf`: docs/secret-sync.md).
   const have = new Set(marker.paths.map((p) => resolveSecretPath(p) ?? p));
-  return secretFiles.every((p) => have.has(resolveSecretPath(p) ?? p)) ? undefined : waitingForSecrets;
+  return secretFiles.every((p) => have.has(resolveSecretPath(p) ?? p)) ? undefined : waiting;
 }

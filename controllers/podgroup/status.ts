@@ -12,7 +12,7 @@
 // (a pod runs an older version), scaling (pods beyond numInstances still exist, or pods are
 // missing), pending (nothing runs yet), degraded (some pods do not run, or their node is
 // unreachable so that their state is unknown), running.
-import type { GroupState, PodGroupStatus, PodState, PodStatus } from "../../api/resources/podgroup.ts";
+import { firstInstanceNo, instanceNumbers, isCurrentInstance, type GroupState, type PodGroupStatus, type PodState, type PodStatus } from "../../api/resources/podgroup.ts";
 import { containerStatus, podContainersState } from "../shared/containers.ts";
 import { currentFormat } from "../shared/format.ts";
 import { decodePodDependencies, podDependenciesLabel, type PodDependency } from "../shared/pod-dependencies.ts";
@@ -44,7 +44,7 @@ export function buildStatus(i: StatusInput): PodGroupStatus {
   const n = i.removing || !spec ? 0 : spec.numInstances;
   const version = spec?.pod.version ?? 0;
   const numbers = new Set<number>([...i.view.instances.keys()]);
-  for (let k = 0; k < n; k++) numbers.add(k);
+  for (const k of instanceNumbers(n)) numbers.add(k);
   const previousPods = new Map((i.previous?.pods ?? []).map((p) => [p.instanceNo, p]));
   const unseen = unseenPods(i.view, i.previous?.pods ?? [], i.reachable);
   for (const k of unseen.keys()) numbers.add(k);
@@ -60,14 +60,14 @@ export function buildStatus(i: StatusInput): PodGroupStatus {
       // Not in the cache because its node has not answered since this controller started (a
       // restart during an outage): unknown, not gone. The last observation stands, so nothing
       // treats the instance as missing and redeploys it before a drift moves it (R5).
-      pods.push({ ...last, state: instance >= n ? "removed" : last.state, lastError: `node ${last.node} is unreachable: state unknown` });
+      pods.push({ ...last, state: isCurrentInstance(instance, n) ? last.state : "removed", lastError: `node ${last.node} is unreachable: state unknown` });
       unknown = true;
       continue;
     }
     const containers = kept ? podContainers(kept).map((o) => containerStatus(o.c, i.nodeAddress(o.c.node), o.id.format)) : [];
     let state: PodState;
     let lastError = rec?.lastError ?? "";
-    if (instance >= n) {
+    if (!isCurrentInstance(instance, n)) {
       state = "removed";
     } else if (rec?.move) {
       // Moving off rec.move.from (drift): the old pod is being removed or the new one deployed.
@@ -86,7 +86,7 @@ export function buildStatus(i: StatusInput): PodGroupStatus {
       if (state === "running" && i.internal.rollout?.instance === instance) state = "upgrading";
       if (state === "running" && kept.version === version) lastError = "";
     }
-    const pull = instance < n ? i.pulling?.get(instance) : undefined;
+    const pull = isCurrentInstance(instance, n) ? i.pulling?.get(instance) : undefined;
     if (pull !== undefined) {
       lastError = pull;
       if (!kept && (state === "missing" || state === "failed")) state = "pending";
@@ -110,13 +110,13 @@ export function buildStatus(i: StatusInput): PodGroupStatus {
     pods.push(pod);
   }
 
-  const current = pods.filter((p) => p.instanceNo < n);
+  const current = pods.filter((p) => isCurrentInstance(p.instanceNo, n));
   const firstError = pods.find((p) => p.lastError !== "");
   let state: GroupState;
   if (i.removing) state = "removing";
   else if (i.halted !== undefined || current.some((p) => p.state === "failed")) state = "failed";
   else if (i.internal.rollout || current.some((p) => p.containers.length > 0 && p.version !== version)) state = "updating";
-  else if (pods.some((p) => p.instanceNo >= n) || current.some((p) => p.state === "missing")) state = "scaling";
+  else if (pods.some((p) => !isCurrentInstance(p.instanceNo, n)) || current.some((p) => p.state === "missing")) state = "scaling";
   else if (current.length > 0 && current.every((p) => p.state === "pending")) state = "pending";
   else if (unknown || current.some((p) => p.state !== "running")) state = "degraded";
   else state = "running";
@@ -130,6 +130,7 @@ export function buildStatus(i: StatusInput): PodGroupStatus {
     // Never above the spec's version, whatever a tampered previous record claimed.
     observedVersion: converged ? version : Math.min(Number.isInteger(i.previous?.observedVersion) ? i.previous!.observedVersion : 0, version),
     pods,
+    instanceBase: firstInstanceNo,
   };
   const internal = pruneInternal(i.internal, n, i.view);
   if (internal.rollout || Object.keys(internal.instances).length > 0) status.internal = internal as unknown as Record<string, unknown>;
@@ -166,7 +167,7 @@ export function unseenPods(view: GroupView, previous: readonly PodStatus[], reac
 function pruneInternal(internal: Internal, n: number, view: GroupView): Internal {
   const instances: Internal["instances"] = {};
   for (const [k, rec] of Object.entries(internal.instances)) {
-    if (Number(k) < n || view.instances.has(Number(k))) instances[k] = rec;
+    if (isCurrentInstance(Number(k), n) || view.instances.has(Number(k))) instances[k] = rec;
   }
   return internal.rollout ? { rollout: internal.rollout, instances } : { instances };
 }

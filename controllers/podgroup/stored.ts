@@ -7,7 +7,7 @@
 // spec (which would remove the group's containers), and a garbage status must still be
 // overwritable by compare-and-swap.
 import { z } from "zod";
-import { Name, PodGroupSpec, PodSpec, type PodGroupStatus } from "../../api/resources/podgroup.ts";
+import { firstInstanceNo, Name, PodGroupSpec, PodSpec, podsNumberedFromOne, type PodGroupStatus } from "../../api/resources/podgroup.ts";
 import { orchestratorPrefix } from "../../api/resources/keys.ts";
 import type { DriftTask, RefreshTask, Task } from "../../api/resources/task.ts";
 import type { RestartRecord } from "../shared/backoff.ts";
@@ -78,13 +78,39 @@ export function specOf(kv: { key: string; modRevision: number }, parsed: ParsedV
 }
 
 export function decodeStatus(kv: KeyValueRecord): StatusEntry {
-  return decodeStatusRecord<PodGroupStatus>(kv);
+  const entry = decodeStatusRecord<PodGroupStatus>(kv);
+  return entry.status ? { ...entry, status: numberedFromOne(entry.status) } : entry;
+}
+
+/**
+ * A status record with instances numbered from 1 (api/resources/podgroup.ts, firstInstanceNo).
+ * Invariant: a record without `instanceBase: 1` was written by a release that numbered from 0, and
+ * every instance number in it (pods' instanceNo, the keys of internal.instances, the rollout
+ * step's instance) gets one added, once, here where every reader decodes it; the next write
+ * carries `instanceBase: 1`.
+ */
+export function numberedFromOne(status: PodGroupStatus): PodGroupStatus {
+  if (status.instanceBase === firstInstanceNo) return status;
+  const raw = status.internal as { instances?: unknown; rollout?: { instance?: unknown } } | undefined;
+  let internal = status.internal;
+  if (raw && typeof raw === "object") {
+    const instances =
+      raw.instances && typeof raw.instances === "object"
+        ? Object.fromEntries(Object.entries(raw.instances).map(([k, v]) => [/^\d+$/.test(k) ? String(Number(k) + 1) : k, v]))
+        : raw.instances;
+    const rollout =
+      raw.rollout && typeof raw.rollout === "object" && Number.isInteger(raw.rollout.instance)
+        ? { ...raw.rollout, instance: (raw.rollout.instance as number) + 1 }
+        : raw.rollout;
+    internal = { ...raw, ...(instances !== undefined && { instances }), ...(rollout !== undefined && { rollout }) };
+  }
+  return podsNumberedFromOne({ ...status, ...(internal !== undefined && { internal }) });
 }
 
 /** decodeStatus of a value already parsed (undefined when it did not parse): the same entry (decodeStatusRecord's rule). */
 export function statusOf(kv: { key: string; modRevision: number }, json: unknown): StatusEntry {
   const v = json as Partial<PodGroupStatus> | null | undefined;
-  const status = v && typeof v === "object" && typeof v.state === "string" && Array.isArray(v.pods) ? (v as PodGroupStatus) : undefined;
+  const status = v && typeof v === "object" && typeof v.state === "string" && Array.isArray(v.pods) ? numberedFromOne(v as PodGroupStatus) : undefined;
   return { name: lastSegment(kv.key), status, modRevision: kv.modRevision };
 }
 
@@ -116,7 +142,8 @@ function decodeDrift(v: Partial<DriftTask>, id: string): DriftTask | undefined {
   };
   if (v.to) task.to = v.to;
   if (v.podGroup) task.podGroup = v.podGroup;
-  if (v.instance !== undefined) task.instance = v.instance;
+  // A task written before instances were numbered from 1 has no instanceBase: its instance + 1.
+  if (v.instance !== undefined) task.instance = v.instanceBase === firstInstanceNo ? v.instance : v.instance + 1;
   return task;
 }
 

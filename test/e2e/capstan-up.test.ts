@@ -40,10 +40,10 @@ describe("capstan command", () => {
     const up = await capstan(["up", "-h"]);
     expect(up.code).toBe(0);
     expect(up.stdout).toContain("-web VALUE");
-    expect(up.stdout).toContain("(default 127.0.0.1:9000) [CAPSTAN_WEB]");
+    expect(up.stdout).toContain("(default 127.0.0.1:9000) [CAPSTAN_UP_WEB]");
     expect(up.stdout).toContain("-history DURATION");
     expect(up.stdout).toContain("-update-wait DURATION");
-    expect(up.stdout).toContain("(default 30s) [CAPSTAN_REFRESH_INTERVAL]");
+    expect(up.stdout).toContain("(default 30s) [CAPSTAN_UP_REFRESH_INTERVAL]");
     expect(up.stdout).toContain("-admin-token-file VALUE");
     for (const sub of [["secret", "add"], ["secret", "view"], ["secret", "delete"], ["deploy"], ["login"], ["secrets", "init"], ["secrets", "unseal"], ["console"], ["secrets"]]) {
       const help = await capstan([...sub, "-h"]);

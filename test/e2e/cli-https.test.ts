@@ -115,6 +115,16 @@ describe("the CLI and capstan up over HTTPS", () => {
     const nodes = await capstan(["nodes"]);
     expect(nodes.code, nodes.stderr).toBe(0);
     expect(nodes.stdout).toMatch(/^NAME\s/);
+    // -o json: the server's records; -json, the older spelling, still works and says it is deprecated.
+    const nodesJson = await capstan(["nodes", "-o", "json"]);
+    expect(nodesJson.code, nodesJson.stderr).toBe(0);
+    expect((JSON.parse(nodesJson.stdout) as { name: string }[]).length).toBeGreaterThan(0);
+    const old = await capstan(["nodes", "-json"]);
+    expect(JSON.parse(old.stdout)).toEqual(JSON.parse(nodesJson.stdout).map(() => expect.objectContaining({ name: expect.any(String) })));
+    expect(old.stderr).toContain("capstan nodes: -json is deprecated: use -o json");
+    const eventsJson = await capstan(["events", "-o", "json"]);
+    expect(eventsJson.code, eventsJson.stderr).toBe(0);
+    expect(Array.isArray(JSON.parse(eventsJson.stdout))).toBe(true);
     const groups = await capstan(["get", "podgroups"]);
     expect(groups.code, groups.stderr).toBe(0);
   });

@@ -81,7 +81,7 @@ beforeAll(async () => {
   expect(applied, up.log().slice(-3000)).toMatchObject({ code: 0 });
   const all = await cluster.listContainers(undefined, { all: true, filters: { label: [`io.capstan.podgroup=${group}`] } });
   containers = all.sort((a, b) => Number(a.labels["io.capstan.instance"]) - Number(b.labels["io.capstan.instance"]));
-  expect(containers.map((c) => c.labels["io.capstan.instance"])).toEqual(["0", "1"]);
+  expect(containers.map((c) => c.labels["io.capstan.instance"])).toEqual(["1", "2"]);
   // Both have written their lines once the engines hold them.
   await pollUntil("both instances' lines", async () => lines((await capstan(["logs", group], tokens.viewer)).stdout).length === 2, 30_000);
 }, 180_000);
@@ -100,16 +100,19 @@ describe("capstan logs", () => {
     const r = await capstan(["logs", group], tokens.viewer);
     expect(r.code, r.stderr).toBe(0);
     const [c0, c1] = containers;
-    expect(lines(r.stdout).sort()).toEqual([`0@${c0!.node} out-1`, `1@${c1!.node} out-1`]);
-    expect(lines(r.stderr).sort()).toEqual([`0@${c0!.node} err-1`, `1@${c1!.node} err-1`]);
+    expect(lines(r.stdout).sort()).toEqual([`1@${c0!.node} out-1`, `2@${c1!.node} out-1`]);
+    expect(lines(r.stderr).sort()).toEqual([`1@${c0!.node} err-1`, `2@${c1!.node} err-1`]);
   });
 
-  it("prints one instance's lines as they are", async () => {
+  it("prints one instance's lines as they are; instance 0 is a usage error (instances are numbered from 1)", async () => {
     expect(await capstan(["logs", `${group}/1`], tokens.viewer)).toEqual({ code: 0, stdout: "out-1\n", stderr: "err-1\n" });
+    const zero = await capstan(["logs", `${group}/0`], tokens.viewer);
+    expect(zero.code).toBe(2);
+    expect(zero.stderr).toContain("instances are numbered from 1");
   });
 
   it("keeps the last line with -n 1, shows times with -t, cuts with -since", async () => {
-    const r = await capstan(["logs", `${group}/0`, "-n", "1", "-t"], tokens.viewer);
+    const r = await capstan(["logs", `${group}/1`, "-n", "1", "-t"], tokens.viewer);
     expect(r.code).toBe(0);
     const shown = lines(r.stdout + r.stderr);
     expect(shown).toHaveLength(1);
@@ -136,11 +139,11 @@ describe("capstan logs", () => {
       await pollUntil("the engines to follow both containers", async () => (await readers()).every((n) => n === 2), 20_000);
       const line = `late-${Date.now()}`;
       await say(containers[1]!, line);
-      await pollUntil(`${line} on capstan logs' stdout`, async () => stdout.includes(`1@${containers[1]!.node} ${line}\n`), 20_000);
+      await pollUntil(`${line} on capstan logs' stdout`, async () => stdout.includes(`2@${containers[1]!.node} ${line}\n`), 20_000);
       child.kill("SIGINT");
       expect(await exited).toBe(0);
       expect(stderr).toBe("");
-      expect(lines(stdout)).toEqual([`1@${containers[1]!.node} ${line}`]);
+      expect(lines(stdout)).toEqual([`2@${containers[1]!.node} ${line}`]);
       await pollUntil("the engines to end their follow readers", async () => (await readers()).every((n) => n === 1), 10_000);
       // A client that leaves is the normal end of a follow: no error or warning in the server's log.
       expect(up.log()).not.toMatch(/log stream failed|reading a container's log failed|request failed/);
@@ -159,6 +162,6 @@ describe("capstan logs", () => {
     const unknown = await capstan(["logs", `${app}.nope`], tokens.viewer);
     expect(unknown).toMatchObject({ code: 1, stderr: `capstan logs: NotFound: podgroup ${app}.nope not found\n` });
     const instance = await capstan(["logs", `${group}/9`], tokens.viewer);
-    expect(instance).toMatchObject({ code: 1, stderr: `capstan logs: NotFound: podgroup ${group} has no instance 9 (instances: 0, 1)\n` });
+    expect(instance).toMatchObject({ code: 1, stderr: `capstan logs: NotFound: podgroup ${group} has no instance 9 (instances: 1, 2)\n` });
   });
 });

@@ -97,9 +97,9 @@ describe("capstan restart and the previous container", () => {
     }, 60_000);
 
     // Nothing replaced yet: no previous container; previous needs an instance.
-    const none = await call("GET", `/api/podgroups/logs?name=${web}&instance=0&previous=true`, viewer);
+    const none = await call("GET", `/api/podgroups/logs?name=${web}&instance=1&previous=true`, viewer);
     expect(none.status, none.text).toBe(404);
-    expect(JSON.parse(none.text).message).toBe(`instance 0 of podgroup ${web} has no previous container: none of its containers was restarted or replaced since it was deployed`);
+    expect(JSON.parse(none.text).message).toBe(`instance 1 of podgroup ${web} has no previous container: none of its containers was restarted or replaced since it was deployed`);
     const all = await call("GET", `/api/podgroups/logs?name=${web}&previous=true`, viewer);
     expect(all.status).toBe(400);
     expect(JSON.parse(all.text).details).toEqual([{ path: "previous", message: "needs instance: previous containers are read one instance at a time" }]);
@@ -125,13 +125,13 @@ describe("capstan restart and the previous container", () => {
     }, 90_000);
     expect(after.g.spec.pod.version).toBe(1);
     expect(after.g.pods.map((p) => [p.instanceNo, p.containers.map((c) => c.id), p.previous!.map((c) => [c.id, c.status])])).toEqual(
-      before.map((b, i) => [i, [after.r[i]!.id], [[b.id, "exited"]]]),
+      before.map((b, i) => [i + 1, [after.r[i]!.id], [[b.id, "exited"]]]),
     );
 
     // logs -previous: the replaced container's line; without it, the new one's.
-    const prev = await capstan(["logs", `${web}/0`, "-previous"], viewer);
+    const prev = await capstan(["logs", `${web}/1`, "-previous"], viewer);
     expect(prev).toMatchObject({ code: 0, stdout: `run-${before[0]!.id.slice(0, 12)}\n`, stderr: "" });
-    expect((await capstan(["logs", `${web}/0`], viewer)).stdout).toBe(`run-${after.r[0]!.id.slice(0, 12)}\n`);
+    expect((await capstan(["logs", `${web}/1`], viewer)).stdout).toBe(`run-${after.r[0]!.id.slice(0, 12)}\n`);
     const shown = await capstan(["get", "podgroup", web], viewer);
     expect(shown.stdout).toMatch(new RegExp(`running +2/2 +1 +always`));
     expect(shown.stdout).toContain(`rolling restart requested at ${after.g.spec.restartedAt}`);
@@ -171,14 +171,14 @@ describe("capstan restart and the previous container", () => {
       return x.state === "running" && x.pods[0]?.restartCount === 1 ? x : undefined;
     }, 60_000);
     const node = g.pods[0]!.node;
-    await pollUntil(`${crash}: second run's line written`, async () => (await capstan(["logs", `${crash}/0`], viewer)).stdout === "first-run\nfirst-run-end\nsecond-run\n", 20_000);
+    await pollUntil(`${crash}: second run's line written`, async () => (await capstan(["logs", `${crash}/1`], viewer)).stdout === "first-run\nfirst-run-end\nsecond-run\n", 20_000);
 
-    const text = await call("GET", `/api/podgroups/logs?name=${crash}&instance=0&previous=true`, viewer);
+    const text = await call("GET", `/api/podgroups/logs?name=${crash}&instance=1&previous=true`, viewer);
     expect(text.status, text.text).toBe(200);
-    expect(lines(text.text)).toEqual([`0@${node} stdout first-run`, `0@${node} stdout first-run-end`]);
-    expect(await capstan(["logs", `${crash}/0`, "-previous"], viewer)).toMatchObject({ code: 0, stdout: "first-run\nfirst-run-end\n", stderr: "" });
+    expect(lines(text.text)).toEqual([`1@${node} stdout first-run`, `1@${node} stdout first-run-end`]);
+    expect(await capstan(["logs", `${crash}/1`, "-previous"], viewer)).toMatchObject({ code: 0, stdout: "first-run\nfirst-run-end\n", stderr: "" });
     // The tail of the earlier runs, not of the whole log (which ends with the current run's line).
-    expect(await capstan(["logs", `${crash}/0`, "-p", "-n", "1"], viewer)).toMatchObject({ code: 0, stdout: "first-run-end\n", stderr: "" });
+    expect(await capstan(["logs", `${crash}/1`, "-p", "-n", "1"], viewer)).toMatchObject({ code: 0, stdout: "first-run-end\n", stderr: "" });
     // The same container all along: restarted, not replaced, and nothing kept beside it.
     expect((await containersOf(crash)).map((c) => c.id)).toEqual([g.pods[0]!.containers[0]!.id]);
     expect(g.pods[0]!.previous).toBeUndefined();

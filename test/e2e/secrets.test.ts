@@ -118,7 +118,8 @@ describe("secrets end to end: register, write, deploy", () => {
   }
 
   beforeAll(async () => {
-    up = spawn(bin, ["up", "-web", "127.0.0.1:0", "-data", join(dir, "data"), "-cluster", services.cluster, "-update-wait", "1s", "-refresh-interval", "2s"], {
+    // Auto-unseal off: this test walks the operator's own init and unseal (docs/secrets.md).
+    up = spawn(bin, ["up", "-web", "127.0.0.1:0", "-data", join(dir, "data"), "-unseal-key-file", "", "-cluster", services.cluster, "-update-wait", "1s", "-refresh-interval", "2s"], {
       stdio: ["ignore", "pipe", "pipe"],
       env: { ...process.env, CAPSTAN_WEB: "", CAPSTAN_ADMIN_TOKEN: "" },
     });

@@ -5,7 +5,7 @@
 import { Hono } from "hono";
 import { html } from "hono/html";
 import { may } from "../../auth/index.ts";
-import type { PodGroupWithSpec } from "../../resources/podgroup.ts";
+import { firstInstanceNo, type PodGroupWithSpec } from "../../resources/podgroup.ts";
 import { qs, ui, type UiEnv } from "../context.ts";
 import { errorBox, page } from "../layout.ts";
 
@@ -20,7 +20,7 @@ export function execPages(): Hono<UiEnv> {
       return c.html(page(`Exec in ${name}`, viewer, "podgroups", errorBox(`You may not exec into app ${res.value.spec.namespace}'s containers.`)), 403);
     }
     const instances = [...new Set((res.value.pods ?? []).map((p) => p.instanceNo))].sort((a, b) => a - b);
-    const instance = c.req.query("instance") ?? String(instances[0] ?? 0);
+    const instance = c.req.query("instance") ?? String(instances[0] ?? firstInstanceNo);
     const enc = encodeURIComponent(name);
     // Nothing runs until the user presses Connect, and the command is typed on the page, never
     // taken from the URL: a link to this page cannot run anything. The socket carries the

@@ -213,9 +213,12 @@ describe("GET /api/podgroups/exec", () => {
     const choose = await refused({ name: two, cmd: ["true"] });
     expect(choose.status).toBe(400);
     expect(choose.body.details?.map((d) => d.path)).toEqual(["instance"]);
-    expect(choose.body.message).toContain("has 2 instances (0, 1): choose one");
+    expect(choose.body.message).toContain("has 2 instances (1, 2): choose one");
     const unknown = await refused({ name: two, instance: "7", cmd: ["true"] });
-    expect([unknown.status, unknown.body.message]).toEqual([404, `podgroup ${two} has no instance 7 (instances: 0, 1)`]);
+    expect([unknown.status, unknown.body.message]).toEqual([404, `podgroup ${two} has no instance 7 (instances: 1, 2)`]);
+    const zero = await refused({ name: two, instance: "0", cmd: ["true"] });
+    expect([zero.status, zero.body.details?.map((d) => d.path)]).toEqual([400, ["instance"]]);
+    expect(JSON.stringify(zero.body)).toContain("instances are numbered from 1");
   });
 
   it.each([
@@ -275,7 +278,7 @@ describe("GET /api/podgroups/exec", () => {
       role: "user",
       method: "GET",
       path: "/api/podgroups/exec",
-      object: `podgroup/${one}/0 exec ["echo","${marker}"]`,
+      object: `podgroup/${one}/1 exec ["echo","${marker}"]`,
       status: 200,
       outcome: "allowed",
     });

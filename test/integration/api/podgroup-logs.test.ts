@@ -52,6 +52,8 @@ const pod = (instanceNo: number, c: { id: string; name: string; node: string }[]
   containers: c.map((x) => ({ ...x, nodeIp: "127.0.0.1", ip: "", status: "running" })),
 });
 
+// Written as the release before 1-based instance numbers wrote them (no instanceBase): the API reads
+// instance k of such a record as k + 1 (docs/api-reference.md, PodStatus).
 async function writeStatus(pods: PodStatus[], name = group): Promise<void> {
   const status: PodGroupStatus = { state: "running", lastError: "", updatedAt: new Date().toISOString(), observedVersion: 1, pods };
   await api.store.put(keys.podGroupStatusOf(name), JSON.stringify(status));
@@ -111,24 +113,24 @@ describe("GET /api/podgroups/logs", () => {
     expect(a.type).toBe("text/plain; charset=utf-8");
     expect(a.headers.get("x-content-type-options")).toBe("nosniff");
     expect(a.headers.get("cache-control")).toBe("no-store");
-    expect(linesOf(a.text)).toEqual(["0@n1 stdout a1", "1@n2 stderr b1", "0@n1 stderr a2", "1@n2 stdout b2", "2@n1 stdout t1", "2@n1 stdout t2"]);
+    expect(linesOf(a.text)).toEqual(["1@n1 stdout a1", "2@n2 stderr b1", "1@n1 stderr a2", "2@n2 stdout b2", "3@n1 stdout t1", "3@n1 stdout t2"]);
   });
 
   it("reads one instance", async () => {
-    expect(linesOf((await get(q({ instance: "1" }))).text)).toEqual(["1@n2 stderr b1", "1@n2 stdout b2"]);
+    expect(linesOf((await get(q({ instance: "2" }))).text)).toEqual(["2@n2 stderr b1", "2@n2 stdout b2"]);
   });
 
   it("reads a TTY container's one stream: stderr too as stdout, without the terminal's \\r", async () => {
-    const a = await get(q({ instance: "2" }));
-    expect(a.text).toBe("2@n1 stdout t1\n2@n1 stdout t2\n");
+    const a = await get(q({ instance: "3" }));
+    expect(a.text).toBe("3@n1 stdout t1\n3@n1 stdout t2\n");
   });
 
   it("answers NDJSON for Accept: application/x-ndjson, with times only when asked", async () => {
-    const plain = await get(q({ instance: "0" }), ndjson);
+    const plain = await get(q({ instance: "1" }), ndjson);
     expect(plain.type).toBe("application/x-ndjson");
     expect(linesOf(plain.text).map((l) => JSON.parse(l))).toEqual([
-      { instance: 0, container: 0, node: "n1", stream: "stdout", line: "a1" },
-      { instance: 0, container: 0, node: "n1", stream: "stderr", line: "a2" },
+      { instance: 1, container: 0, node: "n1", stream: "stdout", line: "a1" },
+      { instance: 1, container: 0, node: "n1", stream: "stderr", line: "a2" },
     ]);
     const timed = linesOf((await get(q({ timestamps: "true" }), ndjson)).text).map((l) => JSON.parse(l) as { time: string; line: string });
     expect(timed.map((r) => r.line)).toEqual(["a1", "b1", "a2", "b2", "t1", "t2"]);
@@ -137,16 +139,16 @@ describe("GET /api/podgroups/logs", () => {
   });
 
   it("shows times in text with timestamps=true, keeps the last lines per container with tail, cuts with since", async () => {
-    const timed = linesOf((await get(q({ timestamps: "true", instance: "1" }))).text);
+    const timed = linesOf((await get(q({ timestamps: "true", instance: "2" }))).text);
     expect(timed).toHaveLength(2);
-    expect(timed[0]).toMatch(/^1@n2 stderr \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z b1$/);
+    expect(timed[0]).toMatch(/^2@n2 stderr \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z b1$/);
 
-    expect(linesOf((await get(q({ tail: "1" }))).text)).toEqual(["0@n1 stderr a2", "1@n2 stdout b2", "2@n1 stdout t2"]);
+    expect(linesOf((await get(q({ tail: "1" }))).text)).toEqual(["1@n1 stderr a2", "2@n2 stdout b2", "3@n1 stdout t2"]);
     expect((await get(q({ tail: "0" }))).text).toBe("");
 
     const times = linesOf((await get(q({ timestamps: "true" }), ndjson)).text).map((l) => JSON.parse(l) as { time: string; line: string });
     const b1 = times.find((r) => r.line === "b1")!.time; // RFC 3339 with nanoseconds, as since takes it
-    expect(linesOf((await get(q({ since: b1 }))).text)).toEqual(["1@n2 stderr b1", "0@n1 stderr a2", "1@n2 stdout b2", "2@n1 stdout t1", "2@n1 stdout t2"]);
+    expect(linesOf((await get(q({ since: b1 }))).text)).toEqual(["2@n2 stderr b1", "1@n1 stderr a2", "2@n2 stdout b2", "3@n1 stdout t1", "3@n1 stdout t2"]);
     expect((await get(q({ since: "2099-01-01T00:00:00Z" }))).text).toBe("");
     expect(linesOf((await get(q({ since: "1h" }))).text)).toHaveLength(6);
   });
@@ -166,13 +168,19 @@ describe("GET /api/podgroups/logs", () => {
     expect(a.body.details?.map((d) => d.path)).toEqual([field]);
   });
 
+  it("answers 400 for instance 0: instances are numbered from 1", async () => {
+    const a = await api.call("GET", q({ instance: "0" }));
+    expect([a.status, a.body.details?.map((d) => d.path)]).toEqual([400, ["instance"]]);
+    expect(JSON.stringify(a.body)).toContain("instances are numbered from 1");
+  });
+
   it("answers 404 for an unknown group, an unknown instance, and an instance without a container", async () => {
     const unknown = await api.call("GET", `/api/podgroups/logs?name=${run}-nope`);
     expect([unknown.status, unknown.body.code]).toEqual([404, "NotFound"]);
-    const instance = await api.call("GET", q({ instance: "7" }));
+    const instance = await api.call("GET", q({ instance: "8" }));
     expect(instance.status).toBe(404);
-    expect(instance.body.message).toBe(`podgroup ${group} has no instance 7 (instances: 0, 1, 2, 3)`);
-    const pending = await api.call("GET", q({ instance: "3" }));
+    expect(instance.body.message).toBe(`podgroup ${group} has no instance 8 (instances: 1, 2, 3, 4)`);
+    const pending = await api.call("GET", q({ instance: "4" }));
     expect(pending.status).toBe(404);
     expect(pending.body.message).toContain("has no container (state pending)");
   });
@@ -196,20 +204,20 @@ describe("GET /api/podgroups/logs", () => {
 
     it("puts a failure line in the stream for each, and goes on with the others", async () => {
       const lines = linesOf((await get(oq({}))).text);
-      expect(lines.filter((l) => !l.includes(" error "))).toEqual(["0@n1 stdout a1", "0@n1 stderr a2"]);
+      expect(lines.filter((l) => !l.includes(" error "))).toEqual(["1@n1 stdout a1", "1@n1 stderr a2"]);
       const errors = lines.filter((l) => l.includes(" error "));
       expect(errors).toHaveLength(2);
-      expect(errors.find((l) => l.startsWith("4@n2 error "))).toMatch(/no such container/i);
-      expect(errors.find((l) => l.startsWith("5@n9 error "))).toMatch(/unknown node "n9"/);
+      expect(errors.find((l) => l.startsWith("5@n2 error "))).toMatch(/no such container/i);
+      expect(errors.find((l) => l.startsWith("6@n9 error "))).toMatch(/unknown node "n9"/);
       const records = linesOf((await get(oq({}), ndjson)).text).map((l) => JSON.parse(l) as Record<string, unknown>);
-      expect(records.find((r) => r.instance === 4)).toEqual({ instance: 4, container: 0, node: "n2", error: expect.stringMatching(/no such container/i) });
+      expect(records.find((r) => r.instance === 5)).toEqual({ instance: 5, container: 0, node: "n2", error: expect.stringMatching(/no such container/i) });
     });
 
     it("answers 404 when every container it reads is gone, 503 when none can be read for another reason", async () => {
-      const goneOnly = await api.call("GET", oq({ instance: "4" }));
+      const goneOnly = await api.call("GET", oq({ instance: "5" }));
       expect([goneOnly.status, goneOnly.body.code]).toEqual([404, "NotFound"]);
       expect(goneOnly.body.message).toContain("no longer exist");
-      const unknownNode = await api.call("GET", oq({ instance: "5" }));
+      const unknownNode = await api.call("GET", oq({ instance: "6" }));
       expect([unknownNode.status, unknownNode.body.code]).toEqual([503, "Unavailable"]);
       expect(unknownNode.body.message).toMatch(/unknown node "n9"/);
     });
@@ -233,13 +241,13 @@ describe("GET /api/podgroups/logs", () => {
         seen += decoder.decode(r.value, { stream: true });
       }
     };
-    await until("1@n2 stdout b2\n"); // the tail
+    await until("2@n2 stdout b2\n"); // the tail
     await pollUntil("the engines to follow both containers", async () => (await readers()).every((n) => n === 2), 10_000);
     await say(i1, "stderr", "late-b");
-    await until("1@n2 stderr late-b\n");
+    await until("2@n2 stderr late-b\n");
     await say(i0, "stdout", "late-a");
-    await until("0@n1 stdout late-a\n");
-    expect(linesOf(seen).slice(-2)).toEqual(["1@n2 stderr late-b", "0@n1 stdout late-a"]);
+    await until("1@n1 stdout late-a\n");
+    expect(linesOf(seen).slice(-2)).toEqual(["2@n2 stderr late-b", "1@n1 stdout late-a"]);
 
     client.abort();
     await pollUntil("the engines to end their follow readers", async () => (await readers()).every((n) => n === 1), 10_000);
@@ -248,7 +256,7 @@ describe("GET /api/podgroups/logs", () => {
   it("ends the engine's reader when a follow client closes its connection without reading", async () => {
     const path = await logPathOf(tty.node, tty.id);
     const client = new AbortController();
-    const res = await fetch(api.base + q({ follow: "true", instance: "2" }), { signal: client.signal });
+    const res = await fetch(api.base + q({ follow: "true", instance: "3" }), { signal: client.signal });
     expect(res.status).toBe(200);
     await pollUntil("the engine to follow the TTY container", async () => (await engineDescriptorsOn(tty.node, path)) === 2, 10_000);
     client.abort();

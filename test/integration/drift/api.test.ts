@@ -49,6 +49,7 @@ describe("PATCH /api/nodes?cmd=drift refusals", () => {
     ["pg_instance without pg", { cmd: "drift", from: "n1", pg_instance: "0" }, 400, "pg_instance"],
     ["a negative pg_instance", { cmd: "drift", from: "n1", pg: "x", pg_instance: "-1" }, 400, "pg_instance"],
     ["a non-integer pg_instance", { cmd: "drift", from: "n1", pg: "x", pg_instance: "1.5" }, 400, "pg_instance"],
+    ["pg_instance 0 (instances are numbered from 1)", { cmd: "drift", from: "n1", pg: "x", pg_instance: "0" }, 400, "pg_instance"],
     ["a non-boolean force", { cmd: "drift", from: "n1", force: "yes" }, 400, "force"],
     ["an unknown pg", { cmd: "drift", from: "n1", pg: "no-such-group" }, 404, ""],
   ];
@@ -68,9 +69,14 @@ describe("PATCH /api/nodes?cmd=drift refusals", () => {
   it("pg_instance beyond the group's instances: 400, nothing written", async () => {
     const name = h.name("range");
     await h.create(name, 0);
-    const res = await h.drift({ cmd: "drift", from: "n1", pg: name, pg_instance: "0" });
+    await h.create(`${name}-two`, 2);
+    const res = await h.drift({ cmd: "drift", from: "n1", pg: name, pg_instance: "1" });
     expect(res.status).toBe(400);
     expect(res.body.details?.map((d) => d.path)).toEqual(["pg_instance"]);
+    const above = await h.drift({ cmd: "drift", from: "n1", pg: `${name}-two`, pg_instance: "3" });
+    expect([above.status, above.body.message]).toEqual([400, `pg_instance: podgroup ${name}-two has instances 1..2`]);
+    const zero = await h.drift({ cmd: "drift", from: "n1", pg: `${name}-two`, pg_instance: "0" });
+    expect([zero.status, zero.body.message]).toEqual([400, "pg_instance: instances are numbered from 1"]);
     expect(await h.tasks()).toEqual([]);
   });
 });

@@ -27,7 +27,7 @@ describe("a drift task deleted before its move could be made", () => {
     const pod = await h.until("drifting no more", async () => {
       const s = await h.status(g);
       const instances = (s?.internal as { instances?: Record<string, { move?: unknown }> } | undefined)?.instances;
-      return s?.state === "running" && instances?.["0"]?.move === undefined ? s.pods[0] : undefined;
+      return s?.state === "running" && instances?.["1"]?.move === undefined ? s.pods[0] : undefined;
     }, 15_000);
     expect(pod).toMatchObject({ state: "running", lastError: "", node: "n1", driftCount: 0 });
     const after = await h.actual(g);

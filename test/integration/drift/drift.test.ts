@@ -44,7 +44,7 @@ describe("drift", () => {
     expect(after.find((a) => a.instance === staying.instance)!.c.id).toBe(staying.c.id);
     const s = (await h.status(name))!;
     expect(s.pods.map((p) => [p.instanceNo, p.node, p.driftCount])).toEqual(
-      [0, 1].map((i) => [i, "n2", i === moving.instance ? 1 : 0]),
+      [1, 2].map((i) => [i, "n2", i === moving.instance ? 1 : 0]),
     );
     await remove(name);
   });

@@ -191,7 +191,7 @@ export class DriftHarness {
   }
 
   /**
-   * Wait until the group runs exactly `n` containers, one per instance 0..n-1, each running, and
+   * Wait until the group runs exactly `n` containers, one per instance 1..n, each running, and
    * the status says every pod runs; returns them.
    */
   async running(name: string, n: number, timeoutMs = 30_000): Promise<Actual[]> {
@@ -199,7 +199,7 @@ export class DriftHarness {
       `${name}: ${n} running`,
       async () => {
         const a = await this.actual(name);
-        if (a.length !== n || !a.every((x, i) => x.instance === i && x.c.state === "running")) return undefined;
+        if (a.length !== n || !a.every((x, i) => x.instance === i + 1 && x.c.state === "running")) return undefined;
         const s = await this.status(name);
         if (!s || s.state !== "running" || s.pods.length !== n || s.pods.some((p, i) => p.node !== a[i]!.c.node)) return undefined;
         return a;

@@ -24,13 +24,13 @@ describe("deploy", () => {
     await h.put(groupSpec(name, { numInstances: 2, container: { env: ["A=1"], memoryLimit: 64 << 20, cpuLimit: 0.25 }, pod: { dependencies } }));
     const actual = await h.converged(name, 2, 1);
 
-    expect(actual.map((a) => a.c.name)).toEqual([`${name}.v1-i0-d0`, `${name}.v1-i1-d0`]);
+    expect(actual.map((a) => a.c.name)).toEqual([`${name}.v1-i1-d0`, `${name}.v1-i2-d0`]);
     expect(new Set(actual.map((a) => a.c.node))).toEqual(new Set(["n1", "n2"])); // the spread hint
     const d = await h.cluster.inspect(actual[1]!.c);
-    expect(d.labels).toMatchObject(containerLabels({ group: name, namespace: "capstan-test", instance: 1, version: 1, drift: 0, index: 0 }));
+    expect(d.labels).toMatchObject(containerLabels({ group: name, namespace: "capstan-test", instance: 2, version: 1, drift: 0, index: 0 }));
     expect(d.labels[labelKeys.format]).toBe("2");
     expect(d.labels[podDependenciesLabel]).toBe(`${dependencies[0]!.podName}:node`);
-    expect(d.env).toEqual(expect.arrayContaining(["A=1", "CAPSTAN_INSTANCE_NO=1", `CAPSTAN_PODGROUP=${name}`]));
+    expect(d.env).toEqual(expect.arrayContaining(["A=1", "CAPSTAN_INSTANCE_NO=2", `CAPSTAN_PODGROUP=${name}`]));
     expect(d.network.networkMode).toBe("none");
     expect(d.restartPolicy.name).toBe("no");
     expect(d.memoryBytes).toBe(64 << 20);
@@ -41,7 +41,7 @@ describe("deploy", () => {
     expect(s.pods.map((p) => [p.instanceNo, p.state, p.version, p.node, p.containers[0]?.id])).toEqual(
       actual.map((a) => [a.instance, "running", 1, a.c.node, a.c.id]),
     );
-    expect(s.pods[0]!.containers[0]).toMatchObject({ status: "running", nodeIp: "127.0.0.1", name: `${name}.v1-i0-d0` });
+    expect(s.pods[0]!.containers[0]).toMatchObject({ status: "running", nodeIp: "127.0.0.1", name: `${name}.v1-i1-d0` });
     expect(s.pods[0]!.containers[0]!.startedAt).toMatch(/^\d{4}-/);
     // The list each pod runs with, read back from its container's label.
     expect(s.pods.map((p) => p.dependencies)).toEqual([dependencies, dependencies]);
@@ -50,10 +50,10 @@ describe("deploy", () => {
   it("adopts containers that already exist for an instance instead of creating duplicates", async () => {
     const name = h.name("adopt");
     const spec = groupSpec(name, { numInstances: 2 });
-    // Instance 0 running and instance 1 created-but-not-started, both on n2, before the spec exists
+    // Instance 1 running and instance 2 created-but-not-started, both on n2, before the spec exists
     // (what a crash between create and start, or between create and the status write, leaves).
-    const p0 = planContainer(spec, 0, 0, 0);
-    const p1 = planContainer(spec, 1, 0, 0);
+    const p0 = planContainer(spec, 1, 0, 0);
+    const p1 = planContainer(spec, 2, 0, 0);
     const c0 = await h.cluster.create("n2", p0.name, p0.spec);
     await h.cluster.start(c0);
     const c1 = await h.cluster.create("n2", p1.name, p1.spec);
@@ -78,12 +78,12 @@ describe("pods of several containers", () => {
       const a = await h.actual(name);
       return a.length === 4 && a.every((x) => x.c.state === "running") ? a : undefined;
     });
-    for (const i of [0, 1]) {
+    for (const i of [1, 2]) {
       const pod = all.filter((a) => a.instance === i);
       expect(pod.map((a) => a.c.name).sort()).toEqual([`${name}.v1-i${i}-d0`, `${name}.v1-i${i}-d0-c1`]);
       expect(new Set(pod.map((a) => a.c.node)).size).toBe(1);
     }
-    const side = all.find((a) => a.c.name === `${name}.v1-i1-d0-c1`)!;
+    const side = all.find((a) => a.c.name === `${name}.v1-i2-d0-c1`)!;
     await h.cluster.remove(side.c, { force: true });
     const again = await h.until("sidecar back", async () => {
       const a = (await h.actual(name)).find((x) => x.c.name === side.c.name && x.c.state === "running");
@@ -94,7 +94,7 @@ describe("pods of several containers", () => {
       const st = await h.status(name);
       return st?.state === "running" && st.pods.every((p) => p.containers.length === 2) ? st : undefined;
     });
-    expect(s.pods[1]!.containers.map((c) => c.name)).toEqual([`${name}.v1-i1-d0`, `${name}.v1-i1-d0-c1`]);
+    expect(s.pods[1]!.containers.map((c) => c.name)).toEqual([`${name}.v1-i2-d0`, `${name}.v1-i2-d0-c1`]);
   });
 });
 
@@ -120,12 +120,12 @@ describe("change instance count", () => {
       const down = await h.converged(name, 1, 1);
       expect(down[0]!.c.id).toBe(before[0]!.c.id);
       await h.until("destroy events", async () => destroyed.length >= 4, 5_000);
-      expect(destroyed).toEqual([4, 3, 2, 1]);
+      expect(destroyed).toEqual([5, 4, 3, 2]);
     } finally {
       await sub.unsubscribe();
     }
     const s = (await h.status(name))!;
-    expect(s.pods.map((p) => p.instanceNo)).toEqual([0]);
+    expect(s.pods.map((p) => p.instanceNo)).toEqual([1]);
   });
 });
 
@@ -140,7 +140,7 @@ describe("remove", () => {
     await h.patch(name, (s) => (s.deleting = true));
     await h.until("state removing", async () => (await h.status(name))?.state === "removing", 10_000, 20);
     // A container of the group that Capstan did not create (instance 7), not even started.
-    const sneaky = planContainer(groupSpec(name), 7, 0, 0);
+    const sneaky = planContainer(groupSpec(name), 8, 0, 0);
     const leftover = await h.cluster.create("n1", sneaky.name, sneaky.spec);
 
     await h.until("keys gone", async () => !(await h.store.get(h.keys.podGroup(name))) && !(await h.store.get(h.keys.statusOf(name))), 30_000);

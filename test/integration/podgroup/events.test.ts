@@ -87,11 +87,11 @@ describe("PodGroup controller events", () => {
       200,
     );
     const crashed = events.find((e) => e.reason === "InstanceCrashed")!;
-    expect(crashed).toMatchObject({ type: "Warning", kind: "podgroup", name, app: "capstan-test", instance: 0, message: "instance 0 exited with code 3" });
+    expect(crashed).toMatchObject({ type: "Warning", kind: "podgroup", name, app: "capstan-test", instance: 1, message: "instance 1 exited with code 3" });
     expect(crashed.node).toMatch(/^n\d$/);
     expect(Date.parse(crashed.lastTime)).toBeGreaterThan(Date.parse(crashed.firstTime));
-    expect(events.find((e) => e.reason === "InstanceRestarted")).toMatchObject({ type: "Normal", instance: 0, message: "instance 0 restarted by restart policy onfail" });
-    expect(events.find((e) => e.reason === "CrashLooping")).toMatchObject({ type: "Warning", instance: 0, message: "instance 0 keeps exiting: back-off restarting it" });
+    expect(events.find((e) => e.reason === "InstanceRestarted")).toMatchObject({ type: "Normal", instance: 1, message: "instance 1 restarted by restart policy onfail" });
+    expect(events.find((e) => e.reason === "CrashLooping")).toMatchObject({ type: "Warning", instance: 1, message: "instance 1 keeps exiting: back-off restarting it" });
     // Aggregated: one record per (reason, message), however often it happened.
     expect(events.filter((e) => e.reason === "InstanceCrashed")).toHaveLength(1);
     // The deploy started before the first crash (its instance started, so the deploy may have succeeded too).

@@ -223,7 +223,7 @@ export class Harness {
     return sub;
   }
 
-  /** Wait until the group has exactly `n` running containers at `version`, one per instance 0..n-1, and status agrees. */
+  /** Wait until the group has exactly `n` running containers at `version`, one per instance 1..n, and status agrees. */
   async converged(name: string, n: number, version: number, timeoutMs = 30_000): Promise<Actual[]> {
     return this.until(
       `${name}: ${n} running at v${version}`,
@@ -231,7 +231,7 @@ export class Harness {
         const a = await this.actual(name);
         const ok =
           a.length === n &&
-          a.every((x, i) => x.instance === i && x.version === version && x.c.state === "running");
+          a.every((x, i) => x.instance === i + 1 && x.version === version && x.c.state === "running");
         if (!ok) return undefined;
         const s = await this.status(name);
         if (!s || s.state !== "running" || s.pods.length !== n || s.observedVersion !== version) return undefined;

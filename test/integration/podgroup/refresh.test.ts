@@ -37,10 +37,12 @@ describe("refresh: missing, older format, stale version", () => {
   it("adopts an older-format container in place (renamed, not restarted) and records it", async () => {
     const name = h.name("legacy");
     const spec = groupSpec(name, { numInstances: 1 });
-    // Older format: labels without io.capstan.format, named after the pod rather than the group.
-    const plan = planContainer(spec, 0, 0, 0);
-    const labels = { ...plan.spec.labels };
+    // Older format: labels without io.capstan.format (nor io.capstan.numbering: instance 0 of the
+    // 0-based numbering, instance 1 now), named after the pod rather than the group.
+    const plan = planContainer(spec, 1, 0, 0);
+    const labels: Record<string, string> = { ...plan.spec.labels, [labelKeys.instance]: "0" };
     delete labels[labelKeys.format];
+    delete labels[labelKeys.numbering];
     const old = await h.cluster.create("n2", `${name}-web.v1-i0-d0`, { ...plan.spec, labels });
     await h.cluster.start(old);
     const startedAt = (await h.cluster.inspect(old)).status.startedAt;
@@ -48,25 +50,76 @@ describe("refresh: missing, older format, stale version", () => {
     await h.put(spec);
     const s = await h.until("adopted", async () => {
       const st = await h.status(name);
-      return st?.state === "running" && st.pods[0]?.containers[0]?.name === `${name}.v1-i0-d0` ? st : undefined;
+      return st?.state === "running" && st.pods[0]?.containers[0]?.name === `${name}.v1-i1-d0` ? st : undefined;
     });
     const actual = await h.actual(name);
     expect(actual).toHaveLength(1);
     expect(actual[0]!.c.id).toBe(old.id);
-    expect(actual[0]!.c.name).toBe(`${name}.v1-i0-d0`);
+    expect(actual[0]!.c.name).toBe(`${name}.v1-i1-d0`);
+    expect(actual[0]!.instance).toBe(1);
+    expect(s.pods[0]!.instanceNo).toBe(1);
     expect(actual[0]!.format).toBe("1");
     expect((await h.cluster.inspect(old)).status.startedAt).toBe(startedAt); // not restarted
     expect(s.pods[0]!.containers[0]).toMatchObject({ id: old.id, format: "1", status: "running" });
   });
 
+  it("adopts the previous release's 0-based containers (i0..i2) as instances 1..3: same containers, not restarted, renamed, records kept", async () => {
+    const name = h.name("renumber");
+    const spec = groupSpec(name, { numInstances: 3 });
+    // As the previous release made them, through the real adapter: names i0..i2, io.capstan.instance
+    // 0..2, no io.capstan.numbering, CAPSTAN_INSTANCE_NO 0..2; i0 and i1 on one engine, so that
+    // i1 must become i2 before i0 can become i1 there.
+    const made: { id: string; node: string; startedAt: number | undefined }[] = [];
+    for (const k of [0, 1, 2]) {
+      const plan = planContainer(spec, k + 1, 0, 0);
+      const labels: Record<string, string> = { ...plan.spec.labels, [labelKeys.instance]: String(k) };
+      delete labels[labelKeys.numbering];
+      const env = (plan.spec.env ?? []).map((e) => (e.startsWith("CAPSTAN_INSTANCE_NO=") ? `CAPSTAN_INSTANCE_NO=${k}` : e));
+      const node = k === 2 ? "n2" : "n1";
+      const c = await h.cluster.create(node, `${name}.v1-i${k}-d0`, { ...plan.spec, labels, env });
+      await h.cluster.start(c);
+      made.push({ id: c.id, node, startedAt: (await h.cluster.inspect(c)).status.startedAt });
+    }
+    // The previous release's status record (no instanceBase): instance 0 had restarted twice.
+    const oldStatus = {
+      state: "running",
+      lastError: "",
+      updatedAt: new Date().toISOString(),
+      observedVersion: 1,
+      pods: [0, 1, 2].map((k) => ({ instanceNo: k, state: "running", lastError: "", restartCount: k === 0 ? 2 : 0, driftCount: 0, version: 1, node: made[k]!.node, containers: [] })),
+      internal: { instances: { "0": { restarts: 2, failures: 0 } } },
+    };
+    await h.store.txn(
+      [],
+      [
+        { type: "put", key: h.keys.podGroup(name), value: JSON.stringify(spec) },
+        { type: "put", key: h.keys.statusOf(name), value: JSON.stringify(oldStatus) },
+      ],
+    );
+
+    const s = await h.until("adopted as 1..3", async () => {
+      const st = await h.status(name);
+      const names = st?.pods.map((p) => p.containers[0]?.name);
+      return st?.state === "running" && st.instanceBase === 1 && names?.join() === [1, 2, 3].map((k) => `${name}.v1-i${k}-d0`).join() ? st : undefined;
+    });
+    expect(s.pods.map((p) => [p.instanceNo, p.containers[0]!.id])).toEqual(made.map((m, k) => [k + 1, m.id]));
+    expect(s.pods.map((p) => p.restartCount)).toEqual([2, 0, 0]);
+    const actual = await h.actual(name);
+    expect(actual.map((a) => [a.instance, a.c.id, a.c.name])).toEqual(made.map((m, k) => [k + 1, m.id, `${name}.v1-i${k + 1}-d0`]));
+    for (const m of made) expect((await h.cluster.inspect({ node: m.node, id: m.id })).status.startedAt).toBe(m.startedAt); // not restarted
+    // Nothing was created besides them.
+    expect(await h.cluster.listContainers(undefined, { all: true, filters: { label: [`${labelKeys.podGroup}=${name}`] } })).toHaveLength(3);
+  });
+
   it("upgrades containers whose version is stale, older-format ones included", async () => {
     const name = h.name("stale");
     const v1 = groupSpec(name, { numInstances: 2 });
-    const p0 = planContainer(v1, 0, 0, 0);
-    const legacyLabels = { ...planContainer(v1, 1, 0, 0).spec.labels };
+    const p1 = planContainer(v1, 1, 0, 0);
+    const p2 = planContainer(v1, 2, 0, 0);
+    const legacyLabels = { ...p2.spec.labels };
     delete legacyLabels[labelKeys.format];
-    const c0 = await h.cluster.create("n1", p0.name, p0.spec);
-    const c1 = await h.cluster.create("n2", planContainer(v1, 1, 0, 0).name, { ...planContainer(v1, 1, 0, 0).spec, labels: legacyLabels });
+    const c0 = await h.cluster.create("n1", p1.name, p1.spec);
+    const c1 = await h.cluster.create("n2", p2.name, { ...p2.spec, labels: legacyLabels });
     await Promise.all([h.cluster.start(c0), h.cluster.start(c1)]);
     // The store already says version 2 (a PATCH while the orchestrator was down).
     await h.put({ ...v1, pod: { ...v1.pod, version: 2 } });
@@ -74,8 +127,8 @@ describe("refresh: missing, older format, stale version", () => {
     expect(after.every((a) => a.format === "2")).toBe(true);
     // The replaced containers are kept, stopped, as the instances' previous containers.
     expect([await h.cluster.inspect(c0), await h.cluster.inspect(c1)].map((d) => [d.name, d.status.running])).toEqual([
-      [`${name}.previous-i0`, false],
       [`${name}.previous-i1`, false],
+      [`${name}.previous-i2`, false],
     ]);
   });
 });
@@ -129,7 +182,7 @@ describe("refresh: restart policy with back-off", () => {
 
     // A new orchestrator process continues the back-off where the old one left it.
     const crashing = groups.find((g) => g.policy === "always" && g.code === 3)!;
-    const failuresOf = (st: PodGroupStatus) => (st.internal as { instances: Record<string, { failures: number }> }).instances["0"]!.failures;
+    const failuresOf = (st: PodGroupStatus) => (st.internal as { instances: Record<string, { failures: number }> }).instances["1"]!.failures;
     const before = (await h.status(crashing.name))!;
     expect(failuresOf(before)).toBeGreaterThanOrEqual(3);
     await h.stop();
@@ -214,7 +267,7 @@ describe("tampering", () => {
   it("a colliding container with our name but not our labels is reported and left alone", async () => {
     const name = h.name("collide");
     const spec = groupSpec(name, { numInstances: 1, pod: { filters: ["node==n1"] } });
-    const foreign = await h.cluster.create("n1", `${name}.v1-i0-d0`, { image: spec.pod.containers[0]!.image, cmd: ["sleep", "600"], networkMode: "none" });
+    const foreign = await h.cluster.create("n1", `${name}.v1-i1-d0`, { image: spec.pod.containers[0]!.image, cmd: ["sleep", "600"], networkMode: "none" });
     await h.put(spec);
     const s = await h.until("reported", async () => {
       const st = await h.status(name);

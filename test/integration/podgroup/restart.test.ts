@@ -59,7 +59,7 @@ async function restart(name: string): Promise<string> {
 function restarted(name: string, before: Actual[], version = 1) {
   return h.until(`${name}: every instance replaced`, async () => {
     const a = await h.actual(name);
-    if (a.length !== before.length || !a.every((x, i) => x.instance === i && x.version === version && x.c.state === "running" && x.c.id !== before[i]!.c.id)) return undefined;
+    if (a.length !== before.length || !a.every((x, i) => x.instance === i + 1 && x.version === version && x.c.state === "running" && x.c.id !== before[i]!.c.id)) return undefined;
     const s = await h.status(name);
     if (!s || s.state !== "running" || (s.internal as { rollout?: unknown } | undefined)?.rollout !== undefined) return undefined;
     return { actual: a, status: s };
@@ -76,12 +76,12 @@ describe("rolling restart", () => {
     const after = await restarted(name, before);
     const samples = await sampler.stop();
 
-    // Never two instances without a running container; replaced instances always a prefix 0..k.
+    // Never two instances without a running container; replaced instances always a prefix 1..k.
     for (const s of samples) {
       const up = new Set(s.filter((a) => a.c.state === "running").map((a) => a.instance));
-      expect([0, 1, 2].filter((i) => !up.has(i)).length).toBeLessThanOrEqual(1);
+      expect([1, 2, 3].filter((i) => !up.has(i)).length).toBeLessThanOrEqual(1);
       const fresh = s.filter((a) => !before.some((b) => b.c.id === a.c.id)).map((a) => a.instance).sort();
-      expect(fresh).toEqual(fresh.map((_, i) => i));
+      expect(fresh).toEqual(fresh.map((_, i) => i + 1));
     }
     expect(samples.some((s) => s.length < 3 || s.some((a) => a.c.state !== "running")), "an instance was seen down").toBe(true);
 
@@ -91,8 +91,8 @@ describe("rolling restart", () => {
 
     // One stopped previous container per instance, the replaced one, not counted as an instance.
     const prev = await previousOf(name);
-    expect(prev.map((c) => [c.name, c.id, c.state])).toEqual(before.map((b, i) => [`${name}.previous-i${i}`, b.c.id, "exited"]));
-    expect(after.status.pods.map((p) => [p.instanceNo, p.containers.length, p.previous?.map((c) => c.id)])).toEqual(before.map((b, i) => [i, 1, [b.c.id]]));
+    expect(prev.map((c) => [c.name, c.id, c.state])).toEqual(before.map((b, i) => [`${name}.previous-i${i + 1}`, b.c.id, "exited"]));
+    expect(after.status.pods.map((p) => [p.instanceNo, p.containers.length, p.previous?.map((c) => c.id)])).toEqual(before.map((b, i) => [i + 1, 1, [b.c.id]]));
 
     // A second restart: the previous container of each instance is now the first restart's one.
     await restart(name);
@@ -104,9 +104,9 @@ describe("rolling restart", () => {
     await h.patch(name, (s) => {
       s.numInstances = 2;
     });
-    await h.until(`${name}: instance 2 and its previous container gone`, async () => {
+    await h.until(`${name}: instance 3 and its previous container gone`, async () => {
       const p = await previousOf(name);
-      return (await h.actual(name)).length === 2 && p.length === 2 && p.every((c) => !c.name.endsWith("-i2"));
+      return (await h.actual(name)).length === 2 && p.length === 2 && p.every((c) => !c.name.endsWith("-i3"));
     });
     // ...and deleting the group removes every one of them.
     await h.patch(name, (s) => {
@@ -127,12 +127,12 @@ describe("rolling restart", () => {
     await restart(name);
     const s = await h.until(`${name}: halted`, async () => {
       const st = await h.status(name);
-      return st?.state === "failed" && st.lastError.includes("halted at instance 0") ? st : undefined;
+      return st?.state === "failed" && st.lastError.includes("halted at instance 1") ? st : undefined;
     }, 30_000);
-    expect(s.lastError).toMatch(/^restart requested at .* halted at instance 0: .*code 3/);
+    expect(s.lastError).toMatch(/^restart requested at .* halted at instance 1: .*code 3/);
     await h.waitedAndLooked(name, Date.now(), 1_500); // 1.5 s (past the update wait) and a pass since: nothing more is replaced
     const mid = await h.actual(name);
-    expect(mid.filter((a) => a.instance === 1).map((a) => [a.c.id, a.c.state])).toEqual([[before[1]!.c.id, "running"]]);
+    expect(mid.filter((a) => a.instance === 2).map((a) => [a.c.id, a.c.state])).toEqual([[before[1]!.c.id, "running"]]);
     expect((await previousOf(name)).map((c) => c.id)).toEqual([before[0]!.c.id]);
   });
 });

@@ -58,18 +58,18 @@ describe("spec update", () => {
     const samples = await sampler.stop();
     await sub.unsubscribe();
 
-    // Never more than one instance without a running container, and v2 instances always a prefix 0..k.
+    // Never more than one instance without a running container, and v2 instances always a prefix 1..k.
     for (const s of samples) {
       const up = new Set(s.filter((a) => a.c.state === "running").map((a) => a.instance));
-      expect([0, 1, 2].filter((i) => !up.has(i)).length).toBeLessThanOrEqual(1);
+      expect([1, 2, 3].filter((i) => !up.has(i)).length).toBeLessThanOrEqual(1);
       const v2 = [...new Set(s.filter((a) => a.version === 2).map((a) => a.instance))].sort();
-      expect(v2).toEqual(v2.map((_, i) => i));
+      expect(v2).toEqual(v2.map((_, i) => i + 1));
     }
     // Order and the update wait: v1 of i stopped and kept as its previous container (a rename, not
     // a destroy: docs/podgroup-controller.md, "The previous container"), >= 500 ms, create v2 of
     // i, then the next instance.
     const order = events.filter((e) => ((e.action === "destroy" || e.action === "rename") && e.version === 1) || (e.action === "create" && e.version === 2));
-    expect(order.map((e) => `${e.action}:${e.instance}`)).toEqual(["rename:0", "create:0", "rename:1", "create:1", "rename:2", "create:2"]);
+    expect(order.map((e) => `${e.action}:${e.instance}`)).toEqual(["rename:1", "create:1", "rename:2", "create:2", "rename:3", "create:3"]);
     for (let i = 0; i < 3; i++) expect(order[2 * i + 1]!.at - order[2 * i]!.at).toBeGreaterThanOrEqual(450);
 
     const d = await h.cluster.inspect(after[2]!.c);
@@ -87,14 +87,14 @@ describe("spec update", () => {
     await h.updatePod(name, (pod) => (pod.containers[0]!.command = ["sh", "-c", "exit 3"]));
     const s = await h.until("halted", async () => {
       const st = await h.status(name);
-      return st?.state === "failed" && st.lastError.includes("halted at instance 0") ? st : undefined;
+      return st?.state === "failed" && st.lastError.includes("halted at instance 1") ? st : undefined;
     });
     expect(s.lastError).toMatch(/code 3/);
-    expect(s.pods[0]).toMatchObject({ instanceNo: 0, version: 2, state: "failed" });
+    expect(s.pods[0]).toMatchObject({ instanceNo: 1, version: 2, state: "failed" });
     await h.waitedAndLooked(name, Date.now(), 1_500); // 1.5 s (past the update wait) and a pass since: nothing more is replaced
     const mid = await h.actual(name);
-    // Instances 1 and 2 were never touched.
-    expect(mid.filter((a) => a.instance > 0).map((a) => [a.c.id, a.c.state])).toEqual(v1.slice(1).map((a) => [a.c.id, "running"]));
+    // Instances 2 and 3 were never touched.
+    expect(mid.filter((a) => a.instance > 1).map((a) => [a.c.id, a.c.state])).toEqual(v1.slice(1).map((a) => [a.c.id, "running"]));
 
     await h.updatePod(name, (pod) => (pod.containers[0]!.command = serve));
     await h.converged(name, 3, 3, 30_000);
@@ -121,11 +121,11 @@ describe("stateful pods", () => {
 
     // A stateful instance whose container vanishes comes back on its node, with its data.
     await h.cluster.remove(v2[1]!.c, { force: true });
-    const back = await h.until("instance 1 back", async () => {
-      const a = (await h.actual(name)).find((x) => x.instance === 1 && x.c.state === "running");
+    const back = await h.until("instance 2 back", async () => {
+      const a = (await h.actual(name)).find((x) => x.instance === 2 && x.c.state === "running");
       return a && a.c.id !== v2[1]!.c.id ? a : undefined;
     });
     expect(back.c.node).toBe("n1");
-    expect((await h.exec(back.c, ["cat", "/data/marker"])).trim()).toBe("i1-v1");
+    expect((await h.exec(back.c, ["cat", "/data/marker"])).trim()).toBe("i2-v1");
   });
 });

@@ -64,6 +64,14 @@ describe("application definition", () => {
     expect(problems(full.replace("      dest: /usr/bin/hello\n", ""))).toEqual(["app.yaml:10: release.copy[0].dest: required, but missing"]);
   });
 
+  it("reads build.prepare (version and script), and names a bad or missing version at its line", () => {
+    const text = "appname: a\nbuild:\n  base: b\n  prepare:\n    version: 2\n    script: [echo prep]\n  script: [make]\n";
+    expect(parseAppDefinition(text, "f").definition.build).toEqual({ base: "b", script: ["make"], prepare: { version: "2", script: ["echo prep"] } });
+    expect(problems(text.replace("version: 2", 'version: "a b"'))).toEqual(['app.yaml:5: build.prepare.version: "a b" must be 1..40 of A-Z, a-z, 0-9, "_", "." and "-" (it goes into an image tag)']);
+    expect(problems(text.replace("    version: 2\n", ""))).toEqual(["app.yaml:4: build.prepare.version: required, but missing"]);
+    expect(problems(text.replace("    version: 2\n", "    version: 2\n    scripts: [x]\n"))).toEqual([expect.stringMatching(/^app\.yaml:6: build\.prepare\.scripts: unknown key/)]);
+  });
+
   it("refuses secret file paths with .. segments or NUL, and duplicates, at their line", () => {
     expect(problems(full.replace("- config/secret.yaml", "- ../etc/passwd"))).toEqual(['app.yaml:18: web.secret_files[0]: "../etc/passwd" must not contain ".." segments']);
     expect(problems(full.replace("- config/secret.yaml", '- "a\\0b"'))).toEqual(["app.yaml:18: web.secret_files[0]: must not contain NUL bytes"]);

@@ -3,7 +3,9 @@
 import { describe, expect, it } from "vitest";
 import { run as apply } from "../../../cli/commands/apply.ts";
 import { run as del } from "../../../cli/commands/delete.ts";
+import { run as events } from "../../../cli/commands/events.ts";
 import { run as get } from "../../../cli/commands/get.ts";
+import { run as nodes } from "../../../cli/commands/nodes.ts";
 import { run as scale } from "../../../cli/commands/scale.ts";
 import { UsageError } from "../../../cli/options.ts";
 
@@ -11,6 +13,7 @@ describe("client command lines", () => {
   it.each([
     ["apply", apply, [], "-f FILE is required"],
     ["apply", apply, ["-f", "g.yaml", "extra"], 'unexpected argument "extra"'],
+    ["apply", apply, ["-f", "/nonexistent-capstan/hello.yaml"], "-f /nonexistent-capstan/hello.yaml: the file does not exist"],
     ["get", get, [], "what to get: podgroup NAME, podgroups or depends [NAME]"],
     ["get", get, ["pods"], 'unknown resource "pods": use podgroup NAME, podgroups or depends [NAME]'],
     ["get", get, ["depends", "a", "b"], 'unexpected argument "b"'],
@@ -18,7 +21,9 @@ describe("client command lines", () => {
     ["get", get, ["podgroup", "hello", "-o", "yaml"], '-output: "yaml" is not table or json'],
     ["scale", scale, ["hello"], "NAME and N are required, e.g. capstan scale hello 3"],
     ["scale", scale, ["hello", "three"], 'N: "three" is not a whole number >= 0'],
-    ["scale", scale, ["hello", "-1"], "unknown option -1"],
+    ["scale", scale, ["hello", "-1"], "N: the count must be >= 0 (got -1)"],
+    ["nodes", nodes, ["-o", "yaml"], '-output: "yaml" is not table or json'],
+    ["events", events, ["-o", "wide"], '-output: "wide" is not table or json'],
     ["delete", del, ["hello"], 'what to delete: podgroup NAME (not "hello")'],
     ["delete", del, ["podgroup"], "NAME is required, e.g. capstan delete podgroup hello"],
     ["delete", del, ["podgroup", "a", "b"], 'unexpected argument "b"'],

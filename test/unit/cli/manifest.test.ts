@@ -5,6 +5,7 @@ import { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { ManifestError, parseManifest, readManifest } from "../../../cli/manifest.ts";
+import { UsageError } from "../../../cli/options.ts";
 import { formatPath } from "../../../api/resources/issue-paths.ts";
 
 const hello = `# two instances of a sleep loop
@@ -117,8 +118,10 @@ describe("readManifest", () => {
     expect(spec).toMatchObject({ name: "hello", numInstances: 2, restartPolicy: "always", pod: { network: "none", containers: [{ image: "capstan/busybox:latest" }] } });
   });
 
-  it("names a file it cannot read", async () => {
-    await expect(readManifest(join(dir, "missing.yaml"))).rejects.toThrow(/missing\.yaml: ENOENT/);
+  it("says a missing file is missing, naming -f and the path (a usage error)", async () => {
+    await expect(readManifest(join(dir, "missing.yaml"))).rejects.toThrow(new UsageError(`-f ${join(dir, "missing.yaml")}: the file does not exist`));
+    await expect(readManifest("no-such-dir/x.yaml")).rejects.toThrow(/^-f no-such-dir\/x\.yaml \(\/.*\/no-such-dir\/x\.yaml\): the file does not exist$/);
+    await expect(readManifest(dir)).rejects.toThrow(/is a folder, not a file/);
   });
 });
 

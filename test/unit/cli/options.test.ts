@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { formatDuration, parseDuration } from "../../../cli/duration.ts";
-import { parseArgs, usage, UsageError, type OptionDef } from "../../../cli/options.ts";
+import { envName, parseArgs, usage, UsageError, type OptionDef } from "../../../cli/options.ts";
+import { jsonAliasDef, outputFormat, outputOptionDef } from "../../../cli/output-option.ts";
 
 const defs: OptionDef[] = [
   { name: "web", type: "string", help: "listen address", default: ":9000" },
@@ -69,7 +70,82 @@ describe("parseArgs", () => {
   it("usage lists every option with default and environment variable", () => {
     const text = usage("orchestrator", "Runs the orchestrator.", defs);
     expect(text).toContain("-update-wait DURATION");
-    expect(text).toContain("(default 10s) [CAPSTAN_UPDATE_WAIT]");
+    expect(text).toContain("(default 10s) [CAPSTAN_ORCHESTRATOR_UPDATE_WAIT]");
     expect(text).toContain("-file, -f VALUE");
+    expect(usage("secrets init", "", [{ name: "shares", type: "int", help: "shares" }, { name: "token", type: "string", help: "t" }])).toMatch(
+      /\[CAPSTAN_SECRETS_SHARES\][\s\S]*\[CAPSTAN_TOKEN\]/,
+    );
+  });
+
+  it("takes a negative number for a positional, not for an unknown option", () => {
+    expect(parseArgs(["web", "-1"], defs, {}).positionals).toEqual(["web", "-1"]);
+    expect(() => parseArgs(["web", "-x1"], defs, {})).toThrow(new UsageError("unknown option -x1"));
+  });
+});
+
+describe("environment variables per command", () => {
+  const serverDefs: OptionDef[] = [
+    { name: "web", type: "string", help: "listen address", default: "127.0.0.1:9002" },
+    { name: "store", type: "string", help: "store" },
+    { name: "token", type: "string", help: "token" },
+  ];
+  const quiet = { warn: () => {} };
+
+  it("reads CAPSTAN_<COMMAND>_<OPTION>, so CAPSTAN_WEB meant for one server never moves another", () => {
+    const env = { CAPSTAN_WEB: "127.0.0.1:9000", CAPSTAN_UP_WEB: "127.0.0.1:9100" };
+    expect(parseArgs([], serverDefs, env, { command: "console", ...quiet }).options.web).toBe("127.0.0.1:9002");
+    expect(parseArgs([], serverDefs, env, { command: "up", ...quiet }).options.web).toBe("127.0.0.1:9100");
+    expect(parseArgs([], serverDefs, { CAPSTAN_CONSOLE_WEB: ":9" }, { command: "console" }).options.web).toBe(":9");
+    expect(envName("web", "console")).toBe("CAPSTAN_CONSOLE_WEB");
+    expect(envName("allowed-host-paths", "secrets init")).toBe("CAPSTAN_SECRETS_ALLOWED_HOST_PATHS");
+  });
+
+  it("reads the shared ones (store, engines, server, token, CA) as CAPSTAN_<OPTION> in every command", () => {
+    const env = { CAPSTAN_STORE: "etcd://127.0.0.1:2379", CAPSTAN_TOKEN: "t" };
+    for (const command of ["console", "up", "secrets"]) {
+      expect(parseArgs([], serverDefs, env, { command, ...quiet }).options).toMatchObject({ store: "etcd://127.0.0.1:2379", token: "t" });
+    }
+    for (const o of ["store", "store-password-file", "cluster", "docker-tls-ca", "server", "context", "token", "ca", "request-timeout", "root-token"]) {
+      expect(envName(o, "console")).toBe(`CAPSTAN_${o.toUpperCase().replace(/-/g, "_")}`);
+    }
+  });
+
+  it("says once that a variable of the old form is not read, naming the one that is", () => {
+    const lines: string[] = [];
+    parseArgs([], serverDefs, { CAPSTAN_WEB: "127.0.0.1:9000" }, { command: "console", warn: (l) => lines.push(l) });
+    expect(lines).toEqual(['capstan console: CAPSTAN_WEB is not read: -web reads CAPSTAN_CONSOLE_WEB (docs/cli.md, "Environment variables")']);
+    // Not when the option was given, its own variable is set, or the variable is empty.
+    for (const [argv, env] of [
+      [["-web", ":1"], { CAPSTAN_WEB: ":2" }],
+      [[], { CAPSTAN_WEB: ":2", CAPSTAN_CONSOLE_WEB: ":3" }],
+      [[], { CAPSTAN_WEB: "" }],
+    ] as const) {
+      const more: string[] = [];
+      parseArgs([...argv], serverDefs, env, { command: "console", warn: (l) => more.push(l) });
+      expect(more).toEqual([]);
+    }
+  });
+
+  it("without a command (code outside the CLI), reads CAPSTAN_<OPTION>", () => {
+    expect(parseArgs([], serverDefs, { CAPSTAN_WEB: ":5" }).options.web).toBe(":5");
+    expect(envName("web", undefined)).toBe("CAPSTAN_WEB");
+  });
+});
+
+describe("-o table|json", () => {
+  const defs: OptionDef[] = [outputOptionDef(["table", "json"], "the records"), jsonAliasDef];
+
+  it("chooses the format, refusing others by name", () => {
+    expect(outputFormat(parseArgs([], defs, {}).options, ["table", "json"])).toBe("table");
+    expect(outputFormat(parseArgs(["-o", "json"], defs, {}).options, ["table", "json"])).toBe("json");
+    expect(outputFormat(parseArgs(["--output=json"], defs, {}).options, ["table", "json"])).toBe("json");
+    expect(() => outputFormat(parseArgs(["-o", "yaml"], defs, {}).options, ["table", "json"])).toThrow(new UsageError('-output: "yaml" is not table or json'));
+  });
+
+  it("keeps -json as a deprecated alias: it works, -h marks it, and using it says what to write", () => {
+    const lines: string[] = [];
+    expect(outputFormat(parseArgs(["-json"], defs, {}, { command: "nodes", warn: (l) => lines.push(l) }).options, ["table", "json"])).toBe("json");
+    expect(lines).toEqual(["capstan nodes: -json is deprecated: use -o json"]);
+    expect(usage("nodes", "", defs)).toMatch(/-json +the same as -o json \(deprecated: use -o json\) \[CAPSTAN_NODES_JSON\]/);
   });
 });

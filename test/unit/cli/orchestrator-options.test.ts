@@ -34,8 +34,8 @@ describe("orchestrator options", () => {
 
   it("list -depends-gc and -workers in -h with their defaults and variables", () => {
     const text = usage("orchestrator", "", orchestratorOptionDefs);
-    expect(text).toMatch(/-depends-gc DURATION +reclaim a dependency pod .*\(default 5m\) \[CAPSTAN_DEPENDS_GC\]/);
-    expect(text).toMatch(/-workers N +.*\(default 8\) \[CAPSTAN_WORKERS\]/);
+    expect(text).toMatch(/-depends-gc DURATION +reclaim a dependency pod .*\(default 5m\) \[CAPSTAN_ORCHESTRATOR_DEPENDS_GC\]/);
+    expect(text).toMatch(/-workers N +.*\(default 8\) \[CAPSTAN_ORCHESTRATOR_WORKERS\]/);
   });
 
   it("derive the election's timings from -lease-duration, keeping lease > renew deadline > 1.2 x retry", () => {

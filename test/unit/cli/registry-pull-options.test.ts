@@ -39,8 +39,8 @@ describe("registry pull options", () => {
 
   it("are listed in -h with their variables", () => {
     const text = usage("orchestrator", "", orchestratorOptionDefs);
-    expect(text).toMatch(/-registry-token-file VALUE +.*\[CAPSTAN_REGISTRY_TOKEN_FILE\]/);
-    expect(text).toMatch(/-registry-host VALUE +.*\[CAPSTAN_REGISTRY_HOST\]/);
+    expect(text).toMatch(/-registry-token-file VALUE +.*\[CAPSTAN_ORCHESTRATOR_REGISTRY_TOKEN_FILE\]/);
+    expect(text).toMatch(/-registry-host VALUE +.*\[CAPSTAN_ORCHESTRATOR_REGISTRY_HOST\]/);
   });
 });
 

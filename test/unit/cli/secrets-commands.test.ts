@@ -27,7 +27,12 @@ describe("issue-5 command lines", () => {
     ["deploy", deploy, ["prod", "-image", "i", "-instances", "1001"], "-instances: 1001 must be 0..1000"],
     ["apps", apps, ["add", "prod", "hello"], "at least one -maintainer E-MAIL is required"],
     ["apps", apps, ["add", "prod", "hello", "-maintainer"], "option -maintainer needs a value"],
-    ["apps", apps, ["remove"], 'unknown sub-command "remove": use add or list'],
+    ["apps", apps, ["remove"], 'unknown sub-command "remove": use add, list or maintainers'],
+    ["apps", apps, ["maintainers", "set"], 'unknown sub-command "maintainers set": use maintainers add or maintainers remove'],
+    ["apps", apps, ["maintainers", "add", "prod", "hello"], "CLUSTER, APP and at least one E-MAIL are required, e.g. capstan apps maintainers add prod hello carol@example.com"],
+    ["apps", apps, ["maintainers", "remove", "prod", "hello", ","], "at least one E-MAIL is required"],
+    ["apps", apps, ["list", "-o", "yaml"], '-output: "yaml" is not table or json'],
+    ["tokens", tokens, ["list", "-o", "yaml"], '-output: "yaml" is not table or json'],
     ["tokens", tokens, ["create", "prod"], "-user is required"],
     ["tokens", tokens, ["create", "prod", "-user", "a@b.c", "-role", "root"], '-role: "root" is not user, viewer, sync or admin'],
     ["tokens", tokens, ["create", "prod", "-user", "a@b.c", "-role", "viewer"], "-role viewer needs -apps APP,... (the apps the token may read)"],
@@ -37,6 +42,7 @@ describe("issue-5 command lines", () => {
     ["secrets", secrets, ["init", "-shares", "2", "-threshold", "3"], "-threshold: 3 must be 1..2 (-shares)"],
     ["secrets", secrets, ["init", "-shares", "0"], "-shares: 0 must be 1..255"],
     ["secrets", secrets, ["status", "a", "b"], 'unexpected argument "b"'],
+    ["secrets", secrets, ["init", "-unseal-key-file", "package.json"], "-unseal-key-file: package.json exists already; give a new file"],
   ] as const)("%s %j: %s", async (_name, command, argv, message) => {
     await expect(command([...argv])).rejects.toThrow(new UsageError(message));
   });

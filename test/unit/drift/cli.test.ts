@@ -56,12 +56,12 @@ describe("capstan drift -wait", () => {
     observedVersion: 1,
     pods,
   });
-  const groups = [group("a", [pod(0, "n1"), pod(1, "n2", "drifting")]), group("b", [pod(0, "n1"), pod(1, "n1")], true), group("c", [pod(0, "n2"), pod(2, "n1", "removed")])];
+  const groups = [group("a", [pod(1, "n1"), pod(2, "n2", "drifting")]), group("b", [pod(1, "n1"), pod(2, "n1")], true), group("c", [pod(1, "n2"), pod(3, "n1", "removed")])];
 
   it("counts covered pods still on `from` or drifting; stateful groups only with force; removed ones never", () => {
-    expect(driftLeft(groups, { from: "n1", force: false })).toEqual(["a/0", "a/1"]);
-    expect(driftLeft(groups, { from: "n1", force: true })).toEqual(["a/0", "a/1", "b/0", "b/1"]);
-    expect(driftLeft(groups, { from: "n1", pg: "b", instance: 1, force: true })).toEqual(["b/1"]);
+    expect(driftLeft(groups, { from: "n1", force: false })).toEqual(["a/1", "a/2"]);
+    expect(driftLeft(groups, { from: "n1", force: true })).toEqual(["a/1", "a/2", "b/1", "b/2"]);
+    expect(driftLeft(groups, { from: "n1", pg: "b", instance: 2, force: true })).toEqual(["b/2"]);
     expect(driftLeft(groups, { from: "n1", pg: "c", force: false })).toEqual([]);
   });
 });

@@ -46,41 +46,42 @@ describe("which tasks and instances a drift covers", () => {
     expect(tasksForGroup(stored({}, { containers: [{ image: "i", volumes: ["/data"] }] }), tasks).map((t) => t.id)).toEqual(["forced"]);
   });
 
-  it("instances below numInstances, or just pg_instance", () => {
-    expect(coversInstance(task(), 1, 2)).toBe(true);
-    expect(coversInstance(task(), 2, 2)).toBe(false);
-    expect(coversInstance(task({ podGroup: "web", instance: 1 }), 0, 2)).toBe(false);
-    expect(coversInstance(task({ podGroup: "web", instance: 1 }), 1, 2)).toBe(true);
+  it("instances 1..numInstances, or just pg_instance", () => {
+    expect(coversInstance(task(), 2, 2)).toBe(true);
+    expect(coversInstance(task(), 3, 2)).toBe(false);
+    expect(coversInstance(task(), 0, 2)).toBe(false);
+    expect(coversInstance(task({ podGroup: "web", instance: 2 }), 1, 2)).toBe(false);
+    expect(coversInstance(task({ podGroup: "web", instance: 2 }), 2, 2)).toBe(true);
   });
 
   it("new moves: kept pods on `from`, with a drift count above every copy of the instance; skipped and already moving ones excluded", () => {
-    const v = view([pod(0, 0, "n1"), pod(0, 3, "down"), pod(1, 0, "n2"), pod(2, 0, "n1"), pod(3, 0, "n1")]);
-    const internal: Internal = { instances: { "3": { restarts: 0, failures: 0, move: { task: "t0", from: "n1", drift: 1 } } } };
-    const moves = newMoves(stored({ numInstances: 4 }), v, internal, [task()], (i) => i === 2);
-    expect([...moves.entries()].map(([i, m]) => [i, m.drift, m.task.id])).toEqual([[0, 4, "t1"]]);
+    const v = view([pod(1, 0, "n1"), pod(1, 3, "down"), pod(2, 0, "n2"), pod(3, 0, "n1"), pod(4, 0, "n1")]);
+    const internal: Internal = { instances: { "4": { restarts: 0, failures: 0, move: { task: "t0", from: "n1", drift: 1 } } } };
+    const moves = newMoves(stored({ numInstances: 4 }), v, internal, [task()], (i) => i === 3);
+    expect([...moves.entries()].map(([i, m]) => [i, m.drift, m.task.id])).toEqual([[1, 4, "t1"]]);
   });
 });
 
 describe("groupPending", () => {
   const spec = stored();
   it("waits while a covered instance's kept pod is on `from`, or a move off it is recorded", () => {
-    expect(groupPending(spec, view([pod(0, 0, "n1")]), undefined, task())).toBe(true);
-    expect(groupPending(spec, view([pod(0, 1, "n2"), pod(0, 0, "down")]), undefined, task({ from: "down" }))).toBe(false);
-    const moving: Internal = { instances: { "0": { restarts: 0, failures: 0, move: { task: "t1", from: "n1", drift: 1 } } } };
+    expect(groupPending(spec, view([pod(1, 0, "n1")]), undefined, task())).toBe(true);
+    expect(groupPending(spec, view([pod(1, 1, "n2"), pod(1, 0, "down")]), undefined, task({ from: "down" }))).toBe(false);
+    const moving: Internal = { instances: { "1": { restarts: 0, failures: 0, move: { task: "t1", from: "n1", drift: 1 } } } };
     expect(groupPending(spec, view([]), moving, task())).toBe(true);
   });
 
   it("does not wait for what the task leaves alone: other instances, stateful groups without force, deleted groups", () => {
-    expect(groupPending(spec, view([pod(0, 0, "n1")]), undefined, task({ podGroup: "web", instance: 1 }))).toBe(false);
-    expect(groupPending(stored({}, { stateful: true }), view([pod(0, 0, "n1")]), undefined, task())).toBe(false);
-    expect(groupPending(stored({ deleting: true }), view([pod(0, 0, "n1")]), undefined, task())).toBe(false);
+    expect(groupPending(spec, view([pod(1, 0, "n1")]), undefined, task({ podGroup: "web", instance: 2 }))).toBe(false);
+    expect(groupPending(stored({}, { stateful: true }), view([pod(1, 0, "n1")]), undefined, task())).toBe(false);
+    expect(groupPending(stored({ deleting: true }), view([pod(1, 0, "n1")]), undefined, task())).toBe(false);
   });
 });
 
 describe("stored forms", () => {
   const kv = (value: string) => ({ key: "/p/tasks/drift-1", value, modRevision: 3 });
   it("decodes drift tasks, with the id from the key; malformed ones decode as nothing", () => {
-    expect(decodeTask(kv('{"kind":"drift","from":"n1","to":"n2","podGroup":"web","instance":1,"force":true,"reason":"node-timeout"}')).task).toEqual({
+    expect(decodeTask(kv('{"kind":"drift","from":"n1","to":"n2","podGroup":"web","instance":1,"instanceBase":1,"force":true,"reason":"node-timeout"}')).task).toEqual({
       id: "drift-1",
       kind: "drift",
       from: "n1",
@@ -91,6 +92,8 @@ describe("stored forms", () => {
       reason: "node-timeout",
       createdAt: "",
     });
+    // A task of the 0-based numbering (no instanceBase): its instance is one more now.
+    expect(decodeTask(kv('{"kind":"drift","from":"n1","podGroup":"web","instance":0}')).task).toMatchObject({ instance: 1 });
     expect(decodeTask(kv('{"kind":"drift","from":""}')).task).toBeUndefined();
     expect(decodeTask(kv('{"kind":"drift","from":"n1","instance":1}')).task).toBeUndefined(); // instance needs podGroup
     expect(decodeTask(kv('{"kind":"drift","from":"n1","instance":-1,"podGroup":"web"}')).task).toBeUndefined();
@@ -114,11 +117,11 @@ describe("status of a moving instance", () => {
   it("is drifting while the move is recorded, and counts the drift afterwards", () => {
     const spec = stored({ numInstances: 1 });
     const base = { spec, removing: false, previous: undefined, reachable, nodeAddress: () => "127.0.0.1", notes: [], now: 0 };
-    const moving: Internal = { instances: { "0": { restarts: 0, failures: 0, move: { task: "t", from: "n1", drift: 1 } } } };
-    const during = buildStatus({ ...base, view: view([pod(0, 0, "n1")]), internal: moving });
+    const moving: Internal = { instances: { "1": { restarts: 0, failures: 0, move: { task: "t", from: "n1", drift: 1 } } } };
+    const during = buildStatus({ ...base, view: view([pod(1, 0, "n1")]), internal: moving });
     expect(during.pods[0]).toMatchObject({ state: "drifting", node: "n1", driftCount: 0 });
     expect(during.state).toBe("degraded");
-    const after = buildStatus({ ...base, view: view([pod(0, 1, "n2")]), internal: { instances: { "0": { restarts: 0, failures: 0, drift: 1 } } } });
+    const after = buildStatus({ ...base, view: view([pod(1, 1, "n2")]), internal: { instances: { "1": { restarts: 0, failures: 0, drift: 1 } } } });
     expect(after.pods[0]).toMatchObject({ state: "running", node: "n2", driftCount: 1 });
     expect(after.state).toBe("running");
   });

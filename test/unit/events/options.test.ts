@@ -19,6 +19,6 @@ describe("-event-ttl", () => {
   });
 
   it("is listed in -h", () => {
-    expect(usage("orchestrator", "", orchestratorOptionDefs)).toMatch(/-event-ttl DURATION +events not seen again for this long are deleted, 1h when not given .*\[CAPSTAN_EVENT_TTL\]/);
+    expect(usage("orchestrator", "", orchestratorOptionDefs)).toMatch(/-event-ttl DURATION +events not seen again for this long are deleted, 1h when not given .*\[CAPSTAN_ORCHESTRATOR_EVENT_TTL\]/);
   });
 });

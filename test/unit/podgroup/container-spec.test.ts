@@ -60,13 +60,13 @@ describe("planContainer", () => {
     });
     // The user's own env first; ours set exactly once (a user value for our key is replaced).
     expect(p.spec.env).toEqual(["A=1", "CAPSTAN_INSTANCE_NO=1", "CAPSTAN_PODGROUP=web", "CAPSTAN_POD_NAME=web-pod", "CAPSTAN_POD_NAMESPACE=shop"]);
-    expect(p.spec.binds).toEqual([expect.stringMatching(/^web\.i1\.data-[0-9a-f]{6}:\/data$/), "web.i1.cache:/var/cache:ro", "/etc/hosts:/etc/hosts:ro"]);
+    expect(p.spec.binds).toEqual([expect.stringMatching(/^web\.i0\.data-[0-9a-f]{6}:\/data$/), "web.i0.cache:/var/cache:ro", "/etc/hosts:/etc/hosts:ro"]);
     expect(p.spec.labels).toMatchObject({ "io.capstan.podgroup": "web", "io.capstan.version": "4", "io.capstan.container-index": "0" });
   });
 
   it("names the second container -c1, leaves out what the spec leaves out, defaults the kill timeout to 10 s", () => {
-    const p = planContainer(group({ network: undefined, killTimeout: undefined }), 0, 1, 0);
-    expect(p.name).toBe("web.v4-i0-d0-c1");
+    const p = planContainer(group({ network: undefined, killTimeout: undefined }), 1, 1, 0);
+    expect(p.name).toBe("web.v4-i1-d0-c1");
     expect(p.spec.networkMode).toBeUndefined(); // the engine's default network
     expect(p.spec.cmd).toBeUndefined();
     expect(p.spec.nanoCpus).toBeUndefined();
@@ -75,7 +75,8 @@ describe("planContainer", () => {
   });
 
   it("rejects an instance's container index the pod does not have", () => {
-    expect(() => planContainer(group(), 0, 2, 0)).toThrow(RangeError);
+    expect(() => planContainer(group(), 1, 2, 0)).toThrow(RangeError);
+    expect(() => planContainer(group(), 0, 0, 0)).toThrow(/numbered from 1/);
   });
 });
 
@@ -84,12 +85,13 @@ describe("volumes and requests", () => {
     const g = group({ containers: [{ image: "img", volumes: ["/data", "/a/b:rw"] }, { image: "img" }, { image: "img", volumes: ["db:/var/lib/db"] }] });
     const binds = (instance: number, index: number) => planContainer(g, instance, index, 0).spec.binds;
     const sha6 = (p: string) => createHash("sha256").update(p).digest("hex").slice(0, 6);
-    // The names existing volumes already have: a change would orphan every instance's data.
-    expect(binds(0, 0)).toEqual([`web.i0.data-${sha6("/data")}:/data`, `web.i0.a_b-${sha6("/a/b")}:/a/b:rw`]);
-    expect(binds(1, 0)![0]).toBe(`web.i1.data-${sha6("/data")}:/data`);
-    expect(binds(0, 1)).toBeUndefined();
-    expect(binds(0, 2)).toEqual(["web.i0.c2.db:/var/lib/db"]);
-    expect(() => planContainer(group({ containers: [{ image: "img", volumes: ["relative"] }] }), 0, 0, 0)).toThrow(TypeError);
+    // The names existing volumes already have: a change would orphan every instance's data. The
+    // slot is instanceNo - 1: instance 1 finds what instance 0 wrote when instances counted from 0.
+    expect(binds(1, 0)).toEqual([`web.i0.data-${sha6("/data")}:/data`, `web.i0.a_b-${sha6("/a/b")}:/a/b:rw`]);
+    expect(binds(2, 0)![0]).toBe(`web.i1.data-${sha6("/data")}:/data`);
+    expect(binds(1, 1)).toBeUndefined();
+    expect(binds(1, 2)).toEqual(["web.i0.c2.db:/var/lib/db"]);
+    expect(() => planContainer(group({ containers: [{ image: "img", volumes: ["relative"] }] }), 1, 0, 0)).toThrow(TypeError);
   });
 
   it("a pod reserves the sum of its containers' limits", () => {

@@ -16,6 +16,7 @@ describe("container names and labels", () => {
       "io.capstan.drift": "0",
       "io.capstan.container-index": "2",
       "io.capstan.format": "2",
+      "io.capstan.numbering": "1",
     });
   });
 });
@@ -38,21 +39,43 @@ describe("identify", () => {
 
   it("reads an older-format container from its labels where present, else from its name", () => {
     const old: Record<string, string> = { [labelKeys.podGroup]: "web", [labelKeys.version]: "2" };
+    // Numbered from 0 (no io.capstan.numbering): i4 in its name is instance 5, read from the name.
     expect(identify({ name: "web-pod.v9-i4-d1-c1", labels: old }, "web")).toEqual({
       group: "web",
-      instance: 4,
+      instance: 5,
       version: 2,
       drift: 1,
       index: 1,
       format: "1",
+      instanceFromName: true,
     });
     expect(identify({ name: "no-pattern", labels: { [labelKeys.podGroup]: "web" } }, "web")).toBeUndefined();
     expect(identify({ name: "x", labels: { ...old, [labelKeys.instance]: "0", [labelKeys.format]: "1" } }, "web")).toMatchObject({
-      instance: 0,
+      instance: 1,
       version: 2,
       drift: 0,
       index: 0,
       format: "1",
     });
+  });
+});
+
+describe("instance numbers (docs/podgroup-controller.md, \"Instance numbers\")", () => {
+  const current = containerLabels({ group: "web", namespace: "ns", version: 1, instance: 1, drift: 0, index: 0 });
+  const zeroBased = (instance: number): Record<string, string> => {
+    const l: Record<string, string> = { ...current, [labelKeys.instance]: String(instance) };
+    delete l[labelKeys.numbering];
+    return l;
+  };
+
+  it("a container labelled io.capstan.numbering=1 is read as it is", () => {
+    expect(identify({ name: "web.v1-i1-d0", labels: current }, "web")?.instance).toBe(1);
+  });
+
+  it("a current-format container of the 0-based numbering (i0..iN-1) is instance 1..N, before and after its rename", () => {
+    for (const k of [0, 1, 2]) {
+      expect(identify({ name: `web.v1-i${k}-d0`, labels: zeroBased(k) }, "web")).toEqual({ group: "web", instance: k + 1, version: 1, drift: 0, index: 0, format: "2" });
+      expect(identify({ name: `web.v1-i${k + 1}-d0`, labels: zeroBased(k) }, "web")?.instance).toBe(k + 1);
+    }
   });
 });

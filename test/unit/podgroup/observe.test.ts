@@ -29,8 +29,8 @@ describe("classify", () => {
 
   it("two containers in one slot: the running one, then the current format, stays", () => {
     const legacy = cached({ instance: 0, version: 2 }, { labels: { "io.capstan.podgroup": "web", "io.capstan.instance": "0", "io.capstan.version": "2" } });
-    const current = cached({ instance: 0, version: 2 });
-    const v = classify([legacy, current], opts).instances.get(0)!;
+    const current = cached({ instance: 1, version: 2 }); // the legacy one's label 0 is instance 1 (numbered from 0)
+    const v = classify([legacy, current], opts).instances.get(1)!;
     expect(v.kept!.containers.get(0)!.c.id).toBe(current.id);
     expect(v.extras.map((o) => o.c.id)).toEqual([legacy.id]);
   });

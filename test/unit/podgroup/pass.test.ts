@@ -136,7 +136,7 @@ function checkInvariants(cluster: FakeCluster, numInstances: number): void {
   const pods = podsByInstance(cluster);
   for (const [instance, set] of pods) expect(set.size, `instance ${instance}: ${[...set].join(", ")}`).toBeLessThanOrEqual(1);
   let down = 0;
-  for (let i = 0; i < numInstances; i++) {
+  for (let i = 1; i <= numInstances; i++) {
     const running = cluster.list().some((container) => !isPreviousContainer(container) && identify(container, "web")?.instance === i && container.state === "running");
     if (!running) down++;
   }
@@ -212,7 +212,7 @@ describe("a pass against the fake cluster", () => {
     cluster.interrupt({ methods: removals, nth: 1, when: "before", hook: FakeCluster.crash(crash) });
     await expect(process.pass("web", crash)).rejects.toThrow(/crash at call/);
     const internal = readInternal((await readStatus(store))?.status);
-    expect(internal.rollout).toMatchObject({ instance: 0, toVersion: 2, phase: "removing" });
+    expect(internal.rollout).toMatchObject({ instance: 1, toVersion: 2, phase: "removing" });
     expect(cluster.list().filter((container) => identify(container, "web")?.version === 1)).toHaveLength(2); // nothing touched yet
   });
 
@@ -240,7 +240,7 @@ describe("a pass against the fake cluster", () => {
     expect(done()).toBe(true);
     expect(removalPasses, "passes that removed an old pod").toBe(2);
     expect(waitPasses, "passes within an update wait").toBeGreaterThan(0);
-    checkUpdateWaits(cluster, [0, 1]);
+    checkUpdateWaits(cluster, [1, 2]);
   });
 });
 
@@ -277,7 +277,7 @@ describe("a crash between any two engine calls, then a new reconciler", () => {
     expect(readInternal((await readStatus(store))?.status).rollout).toBeUndefined();
     expect((await readStatus(store))?.status.state).toBe("running");
     // One previous container per replaced instance, exactly (R12), and the update waits kept.
-    checkUpdateWaits(cluster, [0, 1]);
+    checkUpdateWaits(cluster, [1, 2]);
   });
 
   // A move makes 4 engine writes: stop and remove on `from`, create and start elsewhere.
@@ -308,7 +308,7 @@ describe("restart back-off across processes (R9)", () => {
   it("a new process continues the back-off where the old one left it: no restart before the stored time", async () => {
     const { store, cluster, process } = await deployed(1);
     const running = () => cluster.list().find((container) => !isPreviousContainer(container))!;
-    const stored = async () => readInternal((await readStatus(store))?.status).instances["0"]!;
+    const stored = async () => readInternal((await readStatus(store))?.status).instances["1"]!;
     // Four crashes, each restarted once its back-off is over: 1 s, 2 s, 4 s.
     for (let crash = 0; crash < 4; crash++) {
       cluster.exit(running().node, running().id, 3);
@@ -350,12 +350,12 @@ describe("operations table rows, as whole passes", () => {
     const { store, cluster, process } = await fresh(["n1"]);
     // Made by an earlier attempt whose create answer was lost: silent, so the cache does not know
     // it and the pass creates; the create meets the name conflict and adopts the container.
-    const existing = cluster.add("n1", "web.v1-i0-d0", { labels: ours(0), state: "running", startedAt: wall }, true);
+    const existing = cluster.add("n1", "web.v1-i1-d0", { labels: ours(1), state: "running", startedAt: wall }, true);
     await settle();
     await putSpec(store, spec(1, 1));
     const since = cluster.calls.length;
     await process.pass("web");
-    expect(cluster.calls.slice(since).filter((call) => call.method === "create").map((call) => [call.node, call.ref])).toEqual([["n1", "web.v1-i0-d0"]]);
+    expect(cluster.calls.slice(since).filter((call) => call.method === "create").map((call) => [call.node, call.ref])).toEqual([["n1", "web.v1-i1-d0"]]);
     expect(cluster.list().map((container) => [container.id, container.state])).toEqual([[existing.id, "running"]]);
     const status = (await readStatus(store))?.status;
     expect(status?.pods[0]).toMatchObject({ state: "running", lastError: "" });
@@ -364,12 +364,12 @@ describe("operations table rows, as whole passes", () => {
 
   it("Deploy, the name is taken by a container without our labels (R7): reported and left alone, retried with back-off", async () => {
     const { store, cluster, process } = await fresh(["n1"]);
-    const foreign = cluster.add("n1", "web.v1-i0-d0", { labels: {}, state: "running" });
+    const foreign = cluster.add("n1", "web.v1-i1-d0", { labels: {}, state: "running" });
     await putSpec(store, spec(1, 1));
     await process.pass("web");
     const status = (await readStatus(store))!.status;
     expect(status.pods[0]).toMatchObject({ state: "failed" });
-    expect(status.pods[0]!.lastError).toMatch(/^container name web\.v1-i0-d0 on n1 is taken by a container Capstan did not create \(id fake\d+\); rename or remove it/);
+    expect(status.pods[0]!.lastError).toMatch(/^container name web\.v1-i1-d0 on n1 is taken by a container Capstan did not create \(id fake\d+\); rename or remove it/);
     expect(cluster.list().map((container) => container.id)).toEqual([foreign.id]);
     const creates = () => cluster.calls.filter((call) => call.method === "create").length;
     const tried = creates();
@@ -379,19 +379,19 @@ describe("operations table rows, as whole passes", () => {
     await settle();
     wall += 2_000;
     await process.pass("web");
-    expect(cluster.list().map((container) => [container.name, container.labels[labelKeys.podGroup]])).toEqual([["web.v1-i0-d0", "web"]]);
+    expect(cluster.list().map((container) => [container.name, container.labels[labelKeys.podGroup]])).toEqual([["web.v1-i1-d0", "web"]]);
   });
 
   it("Scale down / remove instance: highest first, one per pass, a leftover only the engines know of is swept", async () => {
     const { store, cluster, process } = await deployed(3);
     await putSpec(store, spec(1, 1));
-    // A leftover of instance 2 the cache never saw (made behind our back on n1, its event lost).
-    const leftover = cluster.add("n1", "web.v1-i2-d7", { labels: { ...ours(2), [labelKeys.drift]: "7" } }, true);
+    // A leftover of instance 3 the cache never saw (made behind our back on n1, its event lost).
+    const leftover = cluster.add("n1", "web.v1-i3-d7", { labels: { ...ours(3), [labelKeys.drift]: "7" } }, true);
     await process.pass("web");
-    expect([...podsByInstance(cluster).keys()].sort()).toEqual([0, 1]);
+    expect([...podsByInstance(cluster).keys()].sort()).toEqual([1, 2]);
     expect(cluster.find("n1", leftover.id)).toBeUndefined();
     await process.pass("web");
-    expect([...podsByInstance(cluster).keys()]).toEqual([0]);
+    expect([...podsByInstance(cluster).keys()]).toEqual([1]);
   });
 
   it("Delete group: every instance removed, then a sweep of every node, then the keys", async () => {
@@ -441,7 +441,7 @@ describe("secret files (R10)", () => {
 
     // No marker: created, not started; the pod is pending and says why; looked at again soon.
     const first = await process.pass("web");
-    expect(cluster.list().map((container) => [container.name, container.state])).toEqual([["web.v1-i0-d0", "created"]]);
+    expect(cluster.list().map((container) => [container.name, container.state])).toEqual([["web.v1-i1-d0", "created"]]);
     expect(starts()).toBe(0);
     const id = cluster.list()[0]!.id;
     let status = (await readStatus(store))!.status;

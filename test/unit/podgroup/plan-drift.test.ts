@@ -17,21 +17,21 @@ describe("planDriftStarts (R6: recorded before anything is removed)", () => {
   const spec = group(3);
   const rows: { name: string; tasks: DriftTask[]; rollout?: number; moving?: number[]; unseen?: [number, PodStatus][]; want: [number, DriftMove][] }[] = [
     { name: "no task: nothing", tasks: [], want: [] },
-    { name: "every instance on `from` moves, drift + 1", tasks: [task()], want: [[0, move()], [2, move()]] },
-    { name: "`to` is carried", tasks: [task({ to: "n3" })], want: [[0, move({ to: "n3" })], [2, move({ to: "n3" })]] },
-    { name: "a task naming one instance", tasks: [task({ podGroup: "web", instance: 2 })], want: [[2, move()]] },
+    { name: "every instance on `from` moves, drift + 1", tasks: [task()], want: [[1, move()], [3, move()]] },
+    { name: "`to` is carried", tasks: [task({ to: "n3" })], want: [[1, move({ to: "n3" })], [3, move({ to: "n3" })]] },
+    { name: "a task naming one instance", tasks: [task({ podGroup: "web", instance: 3 })], want: [[3, move()]] },
     { name: "a task of another group", tasks: [task({ podGroup: "db" })], want: [] },
-    { name: "the rollout step's instance is not moved", tasks: [task()], rollout: 0, want: [[2, move()]] },
-    { name: "an instance already moving is not moved again", tasks: [task()], moving: [0], want: [[2, move()]] },
+    { name: "the rollout step's instance is not moved", tasks: [task()], rollout: 1, want: [[3, move()]] },
+    { name: "an instance already moving is not moved again", tasks: [task()], moving: [1], want: [[3, move()]] },
     {
       name: "a pod only the last status knows (node unreachable since start) moves, above its drift count",
       tasks: [task({ from: down })],
-      unseen: [[1, { instanceNo: 1, node: down, driftCount: 4 } as PodStatus]],
-      want: [[1, move({ from: down, drift: 5 })]],
+      unseen: [[2, { instanceNo: 2, node: down, driftCount: 4 } as PodStatus]],
+      want: [[2, move({ from: down, drift: 5 })]],
     },
   ];
   it.each(rows)("$name", (row) => {
-    const pods = [container({ instance: 0, node: "n1" }), container({ instance: 1, node: "n2" }), container({ instance: 2, node: "n1" })].filter(
+    const pods = [container({ instance: 1, node: "n1" }), container({ instance: 2, node: "n2" }), container({ instance: 3, node: "n1" })].filter(
       (container) => !row.unseen?.some(([i]) => i === Number(container.labels["io.capstan.instance"])),
     );
     const internal = internalOf({
@@ -43,14 +43,14 @@ describe("planDriftStarts (R6: recorded before anything is removed)", () => {
   });
 
   it("the new drift count is above every copy (an extra on another node included)", () => {
-    const pods = [container({ instance: 0, node: "n1", drift: 1 }), container({ instance: 0, node: down, drift: 3 })];
-    const starts = planDriftStarts(spec, viewOf(spec, pods), internalOf({ instances: { "0": rec({ drift: 2 }) } }), [task()], new Map());
-    expect(starts.get(0)?.drift).toBe(4);
+    const pods = [container({ instance: 1, node: "n1", drift: 1 }), container({ instance: 1, node: down, drift: 3 })];
+    const starts = planDriftStarts(spec, viewOf(spec, pods), internalOf({ instances: { "1": rec({ drift: 2 }) } }), [task()], new Map());
+    expect(starts.get(1)?.drift).toBe(4);
   });
 
   it("a stateful group moves only for a forced task", () => {
     const stateful = group(1, 1, {}, { stateful: true });
-    const pods = [container({ instance: 0, node: "n1" })];
+    const pods = [container({ instance: 1, node: "n1" })];
     expect(planDriftStarts(stateful, viewOf(stateful, pods), internalOf(), [task()], new Map()).size).toBe(0);
     expect(planDriftStarts(stateful, viewOf(stateful, pods), internalOf(), [task({ force: true })], new Map()).size).toBe(1);
   });
@@ -59,13 +59,13 @@ describe("planDriftStarts (R6: recorded before anything is removed)", () => {
 describe("planMoves: recorded moves against what is observed", () => {
   const spec = group(2);
   const rows: { name: string; pods: ReturnType<typeof container>[]; instance?: number; record: InstanceRecord; tasks: DriftTask[]; moving: boolean; want?: InstanceRecord; cancelled?: boolean }[] = [
-    { name: "pod still on `from`: still to carry out", pods: [container({ instance: 0, node: "n1" })], record: rec({ move: move() }), tasks: [task()], moving: true },
+    { name: "pod still on `from`: still to carry out", pods: [container({ instance: 1, node: "n1" })], record: rec({ move: move() }), tasks: [task()], moving: true },
     { name: "pod gone, task pending (crash after the removal): still to carry out (never back onto `from`)", pods: [], record: rec({ move: move() }), tasks: [task()], moving: true },
-    { name: "the new pod exists: done, its drift kept", pods: [container({ instance: 0, node: "n2", drift: 1 })], record: rec({ move: move() }), tasks: [task()], moving: false, want: rec({ drift: 1 }) },
-    { name: "already off `from` (a spec update's step replaced it): cleared", pods: [container({ instance: 0, node: "n2" })], record: rec({ move: move() }), tasks: [task()], moving: false, want: rec() },
+    { name: "the new pod exists: done, its drift kept", pods: [container({ instance: 1, node: "n2", drift: 1 })], record: rec({ move: move() }), tasks: [task()], moving: false, want: rec({ drift: 1 }) },
+    { name: "already off `from` (a spec update's step replaced it): cleared", pods: [container({ instance: 1, node: "n2" })], record: rec({ move: move() }), tasks: [task()], moving: false, want: rec() },
     {
       name: "task deleted, pod still on `from`: cancelled, its failures dropped",
-      pods: [container({ instance: 0, node: "n1" })],
+      pods: [container({ instance: 1, node: "n1" })],
       record: rec({ move: move(), lastError: "drift: no node fits", nextDeployAt: now + 5 }),
       tasks: [],
       moving: false,
@@ -73,10 +73,10 @@ describe("planMoves: recorded moves against what is observed", () => {
       cancelled: true,
     },
     { name: "task deleted, pod gone: cancelled, redeployed with the move's drift count", pods: [], record: rec({ move: move({ drift: 3 }) }), tasks: [], moving: false, want: rec({ drift: 3 }), cancelled: true },
-    { name: "instance scaled away: cleared", pods: [], instance: 5, record: rec({ move: move() }), tasks: [task()], moving: false, want: rec() },
+    { name: "instance scaled away: cleared", pods: [], instance: 6, record: rec({ move: move() }), tasks: [task()], moving: false, want: rec() },
   ];
   it.each(rows)("$name", (row) => {
-    const instance = row.instance ?? 0;
+    const instance = row.instance ?? 1;
     const plan = planMoves(spec, viewOf(spec, row.pods), internalOf({ instances: { [String(instance)]: row.record } }), row.tasks);
     expect(plan.moving.has(instance)).toBe(row.moving);
     if (row.want) expect(plan.records.get(instance)).toEqual(row.want);

@@ -172,78 +172,78 @@ describe("planPodGroupRollout (R2, R3, R5)", () => {
   }[] = [
     {
       name: "R3: every instance runs: the lowest stale one is picked, its intent persisted first (R2)",
-      pods: [running(0, 1), running(1, 1), running(2, 1)],
-      want: { step: { instance: 0, toVersion: 2, phase: "removing", at: now }, remove: 0, persistFirst: true, started: true },
+      pods: [running(1, 1), running(2, 1), running(3, 1)],
+      want: { step: { instance: 1, toVersion: 2, phase: "removing", at: now }, remove: 1, persistFirst: true, started: true },
     },
     {
       name: "R3: a stale instance that is down anyway is replaced first, though not every other one runs (no second one goes down)",
-      pods: [running(0, 1), running(1, 1, exited(3)), running(2, 2)],
-      want: { step: { instance: 1, toVersion: 2, phase: "removing", at: now }, remove: 1 },
+      pods: [running(1, 1), running(2, 1, exited(3)), running(3, 2)],
+      want: { step: { instance: 2, toVersion: 2, phase: "removing", at: now }, remove: 2 },
     },
     {
       name: "R3: a current instance is down, the stale ones run: wait",
-      pods: [running(0, 1), running(1, 1), running(2, 2, exited(3))],
+      pods: [running(1, 1), running(2, 1), running(3, 2, exited(3))],
       want: { step: undefined, persistFirst: false, started: false },
     },
     {
       name: "R3: a missing instance counts as down: wait",
-      pods: [running(0, 1), running(1, 2)],
+      pods: [running(1, 1), running(2, 2)],
       want: { step: undefined, remove: undefined },
     },
     {
       name: "R5: a stale pod on an unreachable node is not picked (the next stale one is)",
-      pods: [running(0, 1, {}, down), running(1, 1), running(2, 2)],
-      want: { remove: 1, step: { instance: 1 } },
+      pods: [running(1, 1, {}, down), running(2, 1), running(3, 2)],
+      want: { remove: 2, step: { instance: 2 } },
     },
     {
       name: "R5: the step's pod is on an unreachable node: held, nothing else",
-      pods: [running(0, 1, {}, down), running(1, 1), running(2, 2)],
-      step: { instance: 0, toVersion: 2, phase: "removing", at: now - 5 },
-      want: { step: { instance: 0, toVersion: 2, phase: "removing", at: now - 5 }, remove: undefined, persistFirst: false },
+      pods: [running(1, 1, {}, down), running(2, 1), running(3, 2)],
+      step: { instance: 1, toVersion: 2, phase: "removing", at: now - 5 },
+      want: { step: { instance: 1, toVersion: 2, phase: "removing", at: now - 5 }, remove: undefined, persistFirst: false },
     },
     {
       name: "a moving instance (drift) is not picked",
-      pods: [running(0, 1), running(1, 1), running(2, 2)],
-      moving: [0],
-      want: { remove: 1 },
+      pods: [running(1, 1), running(2, 1), running(3, 2)],
+      moving: [1],
+      want: { remove: 2 },
     },
     {
       name: "R2: removing, old pod still there (crash before the removal): removed, no second write",
-      pods: [running(0, 1), running(1, 1), running(2, 1)],
-      step: { instance: 0, toVersion: 2, phase: "removing", at: now - 5 },
-      want: { remove: 0, persistFirst: false, started: false },
+      pods: [running(1, 1), running(2, 1), running(3, 1)],
+      step: { instance: 1, toVersion: 2, phase: "removing", at: now - 5 },
+      want: { remove: 1, persistFirst: false, started: false },
     },
     {
       name: "R2: removing, old pod gone (crash after the removal): removed at now, the full wait",
-      pods: [running(1, 1), running(2, 1)],
-      step: { instance: 0, toVersion: 2, phase: "removing", at: now - 5 },
-      want: { step: { instance: 0, toVersion: 2, phase: "removed", at: now }, wakeAt: now + wait, remove: undefined },
+      pods: [running(2, 1), running(3, 1)],
+      step: { instance: 1, toVersion: 2, phase: "removing", at: now - 5 },
+      want: { step: { instance: 1, toVersion: 2, phase: "removed", at: now }, wakeAt: now + wait, remove: undefined },
     },
     {
       name: "the step's instance was scaled away: dropped",
       spec: group(1, 2),
-      pods: [running(0, 2)],
-      step: { instance: 2, toVersion: 2, phase: "removed", at: now - 5 },
+      pods: [running(1, 2)],
+      step: { instance: 3, toVersion: 2, phase: "removed", at: now - 5 },
       want: { step: undefined },
     },
     {
       name: "a spec update during a restart step: carried over, no longer a restart",
-      pods: [running(1, 1), running(2, 1)],
-      step: { instance: 0, toVersion: 1, phase: "removed", at: now - 5, restart: true },
-      want: { step: { instance: 0, toVersion: 2, phase: "removed", at: now - 5 } },
+      pods: [running(2, 1), running(3, 1)],
+      step: { instance: 1, toVersion: 1, phase: "removed", at: now - 5, restart: true },
+      want: { step: { instance: 1, toVersion: 2, phase: "removed", at: now - 5 } },
       exactStep: true,
     },
     {
       name: "runtime check passed: the step ends and the next one starts",
-      pods: [running(0, 2, { startedAt: now - 1_000 }), running(1, 1), running(2, 1)],
-      step: { instance: 0, toVersion: 2, phase: "removed", at: now - 20_000 },
-      want: { step: { instance: 1, toVersion: 2, phase: "removing", at: now }, remove: 1 },
+      pods: [running(1, 2, { startedAt: now - 1_000 }), running(2, 1), running(3, 1)],
+      step: { instance: 1, toVersion: 2, phase: "removed", at: now - 20_000 },
+      want: { step: { instance: 2, toVersion: 2, phase: "removing", at: now }, remove: 2 },
     },
     {
       name: "runtime check failed: the rollout halts with the container's exit",
-      pods: [running(0, 2, exited(3)), running(1, 1), running(2, 1)],
-      step: { instance: 0, toVersion: 2, phase: "removed", at: now - 20_000 },
-      want: { halted: "update to version 2 halted at instance 0: web.v2-i0-d0 exited with code 3", remove: undefined },
+      pods: [running(1, 2, exited(3)), running(2, 1), running(3, 1)],
+      step: { instance: 1, toVersion: 2, phase: "removed", at: now - 20_000 },
+      want: { halted: "update to version 2 halted at instance 1: web.v2-i1-d0 exited with code 3", remove: undefined },
     },
   ];
   it.each(rows)("$name", (row) => {
@@ -254,40 +254,40 @@ describe("planPodGroupRollout (R2, R3, R5)", () => {
 
   it("rolling restart: a pod created under another restartedAt is stale; the step is a restart and its halt says so", () => {
     const spec = group(2, 1, { restartedAt: "T2" });
-    const pods = [container({ instance: 0, restartedAt: "T1" }), container({ instance: 1, restartedAt: "T1" })];
+    const pods = [container({ instance: 1, restartedAt: "T1" }), container({ instance: 2, restartedAt: "T1" })];
     const first = plan(spec, pods);
-    expect(first).toMatchObject({ step: { instance: 0, restart: true }, remove: 0, persistFirst: true });
-    const failing = [container({ instance: 0, restartedAt: "T2" }, exited(3)), container({ instance: 1, restartedAt: "T1" })];
+    expect(first).toMatchObject({ step: { instance: 1, restart: true }, remove: 1, persistFirst: true });
+    const failing = [container({ instance: 1, restartedAt: "T2" }, exited(3)), container({ instance: 2, restartedAt: "T1" })];
     expect(plan(spec, failing, { ...first.step!, phase: "removed", at: now - 20_000 }).halted).toBe(
-      "restart requested at T2 halted at instance 0: web.v1-i0-d0 exited with code 3",
+      "restart requested at T2 halted at instance 1: web.v1-i1-d0 exited with code 3",
     );
   });
 
   it("specs without restartedAt and containers without the label are current: nothing restarts", () => {
-    expect(plan(group(2, 1), [container({ instance: 0 }), container({ instance: 1 })]).step).toBeUndefined();
+    expect(plan(group(2, 1), [container({ instance: 1 }), container({ instance: 2 })]).step).toBeUndefined();
   });
 
   it("a whole rollout on the fake clock: one instance at a time, the wait, the check, then the next", () => {
     const spec = group(2, 2);
     const fake = new FakeClock(0);
-    let pods = [running(0, 1), running(1, 1)];
+    let pods = [running(1, 1), running(2, 1)];
     let step: StoredStep | undefined;
     const decide = () => planPodGroupRollout({ spec, view: viewOf(spec, pods), step, moving: new Map(), reachable, now: fake.now(), updateWaitMs: wait });
     let p = decide();
-    expect(p).toMatchObject({ remove: 0, persistFirst: true });
+    expect(p).toMatchObject({ remove: 1, persistFirst: true });
     step = p.step;
-    pods = [running(1, 1)]; // the pass removed it
+    pods = [running(2, 1)]; // the pass removed it
     step = rolloutStepRemoved(step!, fake.now(), wait).step;
     fake.advance(wait - 1);
-    expect(rolloutHoldsDeploy(step, 0, false, fake.now(), wait)).toBe(true);
+    expect(rolloutHoldsDeploy(step, 1, false, fake.now(), wait)).toBe(true);
     fake.advance(1);
-    expect(rolloutHoldsDeploy(step, 0, false, fake.now(), wait)).toBe(false);
-    pods = [running(0, 2, { startedAt: fake.now() }), running(1, 1)];
+    expect(rolloutHoldsDeploy(step, 1, false, fake.now(), wait)).toBe(false);
+    pods = [running(1, 2, { startedAt: fake.now() }), running(2, 1)];
     p = decide();
     expectPlan(p, { wakeAt: fake.now() + 1_000, remove: undefined });
     fake.advance(1_000);
     p = decide();
-    expect(p).toMatchObject({ remove: 1, step: { instance: 1, phase: "removing" } });
+    expect(p).toMatchObject({ remove: 2, step: { instance: 2, phase: "removing" } });
   });
 });
 
@@ -298,30 +298,30 @@ describe("runtimeCheck", () => {
     { name: "running, setupTime not over: wake when it is", over: { startedAt: now - 1_000 }, want: { done: false, wakeAt: now + 4_000 } },
     { name: "the 1 s floor without setupTime", over: { startedAt: now - 500 }, spec: group(1, 2), want: { done: false, wakeAt: now + 500 } },
     { name: "created (being started, or waiting for secrets, R10): not a failure", over: { state: "created", startedAt: undefined }, want: { done: false } },
-    { name: "exited non-zero: failure", over: exited(3), want: { done: false, failure: "web.v2-i0-d0 exited with code 3" } },
+    { name: "exited non-zero: failure", over: exited(3), want: { done: false, failure: "web.v2-i1-d0 exited with code 3" } },
     { name: "policy never, exited 0: done", over: exited(0), spec: group(1, 2, { restartPolicy: "never" }), want: { done: true } },
   ];
   it.each(rows)("$name", (row) => {
     const s = row.spec ?? spec;
-    const pod = viewOf(s, [container({ instance: 0, version: 2 }, row.over)]).instances.get(0)!.kept!;
+    const pod = viewOf(s, [container({ instance: 1, version: 2 }, row.over)]).instances.get(1)!.kept!;
     expect(runtimeCheck(s, pod, now)).toEqual(row.want);
   });
 
   it("an incomplete pod is not done", () => {
     const two = group(1, 2, {}, { containers: [{ image: "a" }, { image: "b" }] });
-    const pod = viewOf(two, [container({ instance: 0, version: 2 }, { startedAt: 0 })]).instances.get(0)!.kept!;
+    const pod = viewOf(two, [container({ instance: 1, version: 2 }, { startedAt: 0 })]).instances.get(1)!.kept!;
     expect(runtimeCheck(two, pod, now)).toEqual({ done: false });
   });
 });
 
 describe("rolloutHoldsDeploy", () => {
-  const step: StoredStep = { instance: 0, toVersion: 2, phase: "removed", at: now };
+  const step: StoredStep = { instance: 1, toVersion: 2, phase: "removed", at: now };
   it.each([
-    { name: "another instance", step, instance: 1, hasPod: false, at: now, want: false },
-    { name: "removing", step: { ...step, phase: "removing" as const }, instance: 0, hasPod: true, at: now + wait, want: true },
-    { name: "removed, in the wait, no pod", step, instance: 0, hasPod: false, at: now + wait - 1, want: true },
-    { name: "removed, wait over", step, instance: 0, hasPod: false, at: now + wait, want: false },
-    { name: "removed, a pod exists (complete or start it)", step, instance: 0, hasPod: true, at: now, want: false },
+    { name: "another instance", step, instance: 2, hasPod: false, at: now, want: false },
+    { name: "removing", step: { ...step, phase: "removing" as const }, instance: 1, hasPod: true, at: now + wait, want: true },
+    { name: "removed, in the wait, no pod", step, instance: 1, hasPod: false, at: now + wait - 1, want: true },
+    { name: "removed, wait over", step, instance: 1, hasPod: false, at: now + wait, want: false },
+    { name: "removed, a pod exists (complete or start it)", step, instance: 1, hasPod: true, at: now, want: false },
   ])("$name", (row) => {
     expect(rolloutHoldsDeploy(row.step, row.instance, row.hasPod, row.at, wait)).toBe(row.want);
   });

@@ -61,8 +61,8 @@ describe("classify with previous containers and restartedAt", () => {
   });
 
   it("containers are labelled with the restartedAt they are created under, and only then", () => {
-    expect(planContainer(stored(), 0, 0, 0).spec.labels?.[labelKeys.restartedAt]).toBeUndefined();
-    expect(planContainer(stored({ restartedAt: "2026-11-26T12:00:00.000Z" }), 0, 0, 0).spec.labels?.[labelKeys.restartedAt]).toBe("2026-11-26T12:00:00.000Z");
+    expect(planContainer(stored(), 1, 0, 0).spec.labels?.[labelKeys.restartedAt]).toBeUndefined();
+    expect(planContainer(stored({ restartedAt: "2026-11-26T12:00:00.000Z" }), 1, 0, 0).spec.labels?.[labelKeys.restartedAt]).toBe("2026-11-26T12:00:00.000Z");
   });
 });
 
@@ -86,13 +86,13 @@ describe("stored records", () => {
 describe("status", () => {
   it("lists an instance's previous containers under previous, and counts only its pod", () => {
     const spec = stored({ numInstances: 1 });
-    const prev = cached({ instance: 0 }, { name: "web.previous-i0", state: "exited", exitCode: 0 });
-    const view = classify([cached({ instance: 0 }), prev], { group: "web", version: spec.pod.version, podSize: 1, reachable: () => true });
+    const prev = cached({ instance: 1 }, { name: "web.previous-i1", state: "exited", exitCode: 0 });
+    const view = classify([cached({ instance: 1 }), prev], { group: "web", version: spec.pod.version, podSize: 1, reachable: () => true });
     const s = buildStatus({ spec, removing: false, view, internal: { instances: {} }, previous: undefined, reachable: () => true, nodeAddress: () => "127.0.0.1", notes: [], now: 0 });
     expect(s.state).toBe("running");
     expect(s.pods).toHaveLength(1);
     expect(s.pods[0]!.containers).toHaveLength(1);
-    expect(s.pods[0]!.previous).toEqual([expect.objectContaining({ id: prev.id, name: "web.previous-i0", status: "exited" })]);
+    expect(s.pods[0]!.previous).toEqual([expect.objectContaining({ id: prev.id, name: "web.previous-i1", status: "exited" })]);
   });
 });
 

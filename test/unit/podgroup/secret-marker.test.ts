@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { decodeSecretMarker, secretsNotReady, waitingForSecrets } from "../../../controllers/podgroup/secret-marker.ts";
+import { decodeSealStatus, decodeSecretMarker, sealStatusPrefixOf, secretsNotReady, waitingForSecrets, withSealState } from "../../../controllers/podgroup/secret-marker.ts";
 
 const key = "/platform/secret-sync/installed/abc123";
 const marker = (v: unknown) => decodeSecretMarker({ key, value: JSON.stringify(v) });
@@ -48,5 +48,21 @@ describe("secretsNotReady", () => {
   it("ready once every listed path is covered (in any order)", () => {
     expect(secretsNotReady(ok, "g", ["/etc/b", "a"])).toBeUndefined();
     expect(secretsNotReady(ok, "g", ["a"])).toBeUndefined();
+  });
+});
+
+describe("the seal in the wait (docs/secrets.md, \"Seeing the seal\")", () => {
+  it("a group waiting for its files while the secrets service is sealed says so; unsealed, the plain wait", () => {
+    const sealedOn = (v: string) => decodeSealStatus({ value: v }).sealed;
+    expect(sealedOn(JSON.stringify({ sealed: true, at: "t" }))).toBe(true);
+    for (const v of [JSON.stringify({ sealed: false }), "junk", "null"]) expect(sealedOn(v)).toBe(false);
+    expect(secretsNotReady(withSealState(undefined, "c1", true), "g", ["a"])).toBe("waiting for secret files: secrets service sealed");
+    expect(secretsNotReady(withSealState(undefined, "c1", false), "g", ["a"])).toBe(waitingForSecrets);
+    const partial = marker({ podGroup: "g", files: [{ path: "a", digest: "1" }], at: "t" });
+    expect(secretsNotReady(withSealState(partial, "c1", true), "g", ["a", "b"])).toBe("waiting for secret files: secrets service sealed");
+    // Files installed before the seal still let the pod start.
+    expect(secretsNotReady(withSealState(partial, "c1", true), "g", ["a"])).toBeUndefined();
+    expect(sealStatusPrefixOf("/t/x/secret-sync/installed/")).toBe("/t/x/secret-sync/seal/");
+    expect(sealStatusPrefixOf("/platform/secret-sync/installed/")).toBe("/platform/secret-sync/seal/");
   });
 });

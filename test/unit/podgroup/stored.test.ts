@@ -30,7 +30,21 @@ describe("decoding", () => {
   it("a status of another shape reads as absent but keeps its modRevision (for the overwrite)", () => {
     expect(decodeStatus(kv("/p/podgroup-status/web", "garbage"))).toEqual({ name: "web", status: undefined, modRevision: 7 });
     expect(decodeStatus(kv("/p/podgroup-status/web", '{"state":"x"}')).status).toBeUndefined();
-    expect(decodeStatus(kv("/p/podgroup-status/web", '{"state":"running","pods":[]}')).status).toEqual({ state: "running", pods: [] });
+    expect(decodeStatus(kv("/p/podgroup-status/web", '{"state":"running","pods":[]}')).status).toEqual({ state: "running", pods: [], instanceBase: 1 });
+  });
+
+  it("a status of the 0-based numbering (no instanceBase) reads numbered from 1: pods, instance records, rollout step", () => {
+    const old = {
+      state: "updating",
+      pods: [{ instanceNo: 0 }, { instanceNo: 1 }],
+      internal: { instances: { "0": { restarts: 2, failures: 0 }, "1": { restarts: 0, failures: 1 } }, rollout: { instance: 1, toVersion: 2, phase: "removed", at: 5 } },
+    };
+    const status = decodeStatus(kv("/p/podgroup-status/web", JSON.stringify(old))).status!;
+    expect(status.pods.map((p) => p.instanceNo)).toEqual([1, 2]);
+    expect(status.instanceBase).toBe(1);
+    expect(readInternal(status)).toEqual({ instances: { "1": { restarts: 2, failures: 0 }, "2": { restarts: 0, failures: 1 } }, rollout: { instance: 2, toVersion: 2, phase: "removed", at: 5 } });
+    // Written since (instanceBase 1): read as it is, never shifted twice.
+    expect(decodeStatus(kv("/p/podgroup-status/web", JSON.stringify(status))).status).toEqual(status);
   });
 
   it("only refresh tasks are tasks of this controller", () => {
