@@ -202,12 +202,14 @@ describe("happy paths", () => {
         },
       ],
       internal: { rollout: { step: 3 } },
+      instanceBase: 1,
     };
     await api.store.put(keys.podGroupStatusOf(n("web")), JSON.stringify(status));
     const answer = await api.call("GET", q({ name: n("web") }));
-    const { internal: _internal, ...shown } = status;
+    const { internal: _internal, instanceBase: _base, ...shown } = status;
     expect(answer.body).toEqual({ spec: await api.stored(keys.podGroup(n("web"))), ...shown });
     expect(answer.body).not.toHaveProperty("internal");
+    expect(answer.body).not.toHaveProperty("instanceBase");
   });
 
   it("GET force_update=true writes one refresh task and answers the current state", async () => {

@@ -83,9 +83,9 @@ async function onEvent(group: string, match: (e: ContainerEvent) => boolean): Pr
   return { seen, sub };
 }
 
-/** Exactly one running container per instance 0..n-1, all at `version`; nothing else of the group. */
+/** Exactly one running container per instance 1..n, all at `version`; nothing else of the group. */
 function expectExact(actual: Actual[], n: number, version: number): void {
-  expect(actual.map((a) => [a.instance, a.version, a.c.state])).toEqual(Array.from({ length: n }, (_, i) => [i, version, "running"]));
+  expect(actual.map((a) => [a.instance, a.version, a.c.state])).toEqual(Array.from({ length: n }, (_, i) => [i + 1, version, "running"]));
 }
 
 afterEach(async () => {
@@ -111,32 +111,32 @@ describe("crash safety", () => {
         const a = await h.actual(name).catch(() => undefined);
         if (a) {
           const up = new Set(a.filter((x) => x.c.state === "running").map((x) => x.instance));
-          worst = Math.max(worst, [0, 1, 2, 3].filter((i) => !up.has(i)).length);
+          worst = Math.max(worst, [1, 2, 3, 4].filter((i) => !up.has(i)).length);
         }
         await new Promise((r) => setTimeout(r, 50));
       }
     })();
 
-    // Kill 1: right after instance 1's v1 container is stopped and kept as its previous container
+    // Kill 1: right after instance 2's v1 container is stopped and kept as its previous container
     // (renamed; the update wait has begun).
-    let w = await onEvent(name, (e) => (e.action === "destroy" || e.action === "rename") && e.labels[labelKeys.instance] === "1" && e.labels[labelKeys.version] === "1");
+    let w = await onEvent(name, (e) => (e.action === "destroy" || e.action === "rename") && e.labels[labelKeys.instance] === "2" && e.labels[labelKeys.version] === "1");
     await h.updatePod(name, (pod) => (pod.containers[0]!.env = ["V=2"]));
     await w.seen;
     await kill(child);
     await w.sub.unsubscribe();
     let mid = await h.actual(name);
-    expect(mid.filter((a) => a.instance === 1)).toEqual([]); // killed in the gap
-    expect(mid.filter((a) => a.version === 2).map((a) => a.instance)).toEqual([0]);
+    expect(mid.filter((a) => a.instance === 2)).toEqual([]); // killed in the gap
+    expect(mid.filter((a) => a.version === 2).map((a) => a.instance)).toEqual([1]);
 
-    // Kill 2: the moment instance 2's v2 container is created (before it is started or recorded).
+    // Kill 2: the moment instance 3's v2 container is created (before it is started or recorded).
     child = await startOrchestrator();
-    w = await onEvent(name, (e) => e.action === "create" && e.labels[labelKeys.instance] === "2" && e.labels[labelKeys.version] === "2");
+    w = await onEvent(name, (e) => e.action === "create" && e.labels[labelKeys.instance] === "3" && e.labels[labelKeys.version] === "2");
     await w.seen;
     await kill(child);
     await w.sub.unsubscribe();
     mid = await h.actual(name);
-    expect(mid.filter((a) => a.instance === 2).map((a) => a.version)).toEqual([2]);
-    expect(mid.filter((a) => a.instance === 3).map((a) => a.version)).toEqual([1]);
+    expect(mid.filter((a) => a.instance === 3).map((a) => a.version)).toEqual([2]);
+    expect(mid.filter((a) => a.instance === 4).map((a) => a.version)).toEqual([1]);
 
     child = await startOrchestrator();
     const final = await h.converged(name, 4, 2, 30_000);
