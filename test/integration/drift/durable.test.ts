@@ -28,7 +28,7 @@ describe("drift across an orchestrator restart", () => {
     // The moves are recorded (status "drifting") before the old pods are touched; stop then.
     const s = await h.until("drifting", async () => {
       const st = await h.status(name);
-      return moving.every((i) => st?.pods[i]?.state === "drifting") ? st : undefined;
+      return moving.every((i) => st?.pods.find((p) => p.instanceNo === i)?.state === "drifting") ? st : undefined;
     }, 15_000, 50);
     expect(s.state).toBe("degraded");
     await h.stopOrchestrator();
@@ -42,7 +42,7 @@ describe("drift across an orchestrator restart", () => {
     // Exactly one container per instance on any node (running() counted all states), none on n1.
     expect((await h.actual(name)).filter((a) => a.c.node === "n1")).toEqual([]);
     const status = (await h.status(name))!;
-    expect(status.pods.map((p) => p.driftCount)).toEqual([0, 1, 2, 3].map((i) => (moving.includes(i) ? 1 : 0)));
+    expect(status.pods.map((p) => p.driftCount)).toEqual([1, 2, 3, 4].map((i) => (moving.includes(i) ? 1 : 0)));
   }, 120_000);
 
   it("completes after the orchestrator process is killed (SIGKILL) mid-drift", async () => {
@@ -57,7 +57,7 @@ describe("drift across an orchestrator restart", () => {
       expect((await h.drift({ cmd: "drift", from: "n2", pg: name })).status).toBe(202);
       await h.until("drifting", async () => {
         const st = await h.status(name);
-        return moving.every((i) => st?.pods[i]?.state === "drifting");
+        return moving.every((i) => st?.pods.find((p) => p.instanceNo === i)?.state === "drifting");
       }, 15_000, 50);
       await kill(child, "SIGKILL");
 
