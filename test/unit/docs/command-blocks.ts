@@ -4,7 +4,9 @@
 // Which lines are commands: every line of a `sh`, `bash` or `shell` block; in a `console` block or
 // a block without a language, only the lines that start with `$ ` (the rest is output). Lines
 // ending in `\` continue on the next; a here-document's body is skipped; `#` starts a comment.
-// A block right after `<!-- docs-check: skip REASON -->` is not checked (docs/development.md).
+// A block right after `<!-- docs-check: skip REASON -->` is not checked; one after
+// `<!-- docs-check: no-run REASON -->` is checked but not run by test/e2e/docs-blocks.test.ts
+// (docs/development.md, "Documentation checks").
 
 export interface Block {
   file: string;
