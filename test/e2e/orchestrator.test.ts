@@ -107,8 +107,8 @@ describe("capstan orchestrator with the client commands", () => {
     expect(r.stdout).toContain(`${group}: 2/2 running at version 1`);
     const containers = await containersOf(group);
     expect(containers.map((c) => [c.labels["io.capstan.instance"], c.labels["io.capstan.version"], c.state])).toEqual([
-      ["0", "1", "running"],
       ["1", "1", "running"],
+      ["2", "1", "running"],
     ]);
     expect(containers.every((c) => c.networkMode === "none")).toBe(true);
   });
@@ -120,8 +120,8 @@ describe("capstan orchestrator with the client commands", () => {
     expect(lines[0]).toMatch(/^PODGROUP +NAMESPACE +STATE +INSTANCES +VERSION +RESTART +LAST ERROR$/);
     expect(lines[1]).toMatch(new RegExp(`^${group} +e2e +\\w+ +2/2 +1 +always +`));
     expect(lines[3]).toMatch(/^INSTANCE +STATE +NODE +VERSION +RESTARTS +CONTAINERS +LAST ERROR$/);
-    expect(lines[4]).toMatch(/^0 +running +n[12] +1 +\d+ +/);
-    expect(lines[5]).toMatch(/^1 +running +n[12] +1 +\d+ +/);
+    expect(lines[4]).toMatch(/^1 +running +n[12] +1 +\d+ +/);
+    expect(lines[5]).toMatch(/^2 +running +n[12] +1 +\d+ +/);
 
     const json = await capstan(["get", "podgroup", group, "-o", "json"]);
     expect(json.code).toBe(0);
@@ -146,15 +146,15 @@ describe("capstan orchestrator with the client commands", () => {
     expect(up, log.slice(-3000)).toMatchObject({ code: 0 });
     expect(up.stdout).toContain(`${group}: 3/3 running at version 1`);
     expect((await containersOf(group)).map((c) => [c.labels["io.capstan.instance"], c.state])).toEqual([
-      ["0", "running"],
       ["1", "running"],
       ["2", "running"],
+      ["3", "running"],
     ]);
 
     const down = await capstan(["scale", group, "1", "-wait", "-timeout", "60s"]);
     expect(down, log.slice(-3000)).toMatchObject({ code: 0 });
     expect(down.stdout).toContain(`${group}: 1/1 running at version 1`);
-    expect((await containersOf(group)).map((c) => [c.labels["io.capstan.instance"], c.state])).toEqual([["0", "running"]]);
+    expect((await containersOf(group)).map((c) => [c.labels["io.capstan.instance"], c.state])).toEqual([["1", "running"]]);
   });
 
   it("apply of a changed spec rolls every instance to the new version", async () => {
@@ -167,8 +167,8 @@ describe("capstan orchestrator with the client commands", () => {
     const all = await containersOf(group);
     const containers = all.filter((c) => !isPreviousContainer(c));
     expect(containers.map((c) => [c.labels["io.capstan.instance"], c.labels["io.capstan.version"], c.state])).toEqual([
-      ["0", "2", "running"],
       ["1", "2", "running"],
+      ["2", "2", "running"],
     ]);
     // The replaced version-1 containers are kept stopped, at most one per instance (logs -previous).
     const kept = all.filter((c) => isPreviousContainer(c));
@@ -193,7 +193,7 @@ describe("capstan orchestrator with the client commands", () => {
     spec.pod.containers[0]!.command = ["/bin/sh", "-c", "exit 3"];
     const r = await capstan(["apply", "-f", manifest("crash.json", spec), "-wait", "-timeout", "60s"]);
     expect(r.code, `${r.stdout}${r.stderr}`).not.toBe(0);
-    expect(r.stdout).toMatch(new RegExp(`${failing}: failed: instance 0.* code 3`));
+    expect(r.stdout).toMatch(new RegExp(`${failing}: failed: instance 1.* code 3`));
     const containers = await containersOf(failing);
     expect(containers.map((c) => c.state)).toEqual(["exited"]);
     expect(containers[0]!.status).toMatch(/Exited \(3\)/);
