@@ -17,10 +17,14 @@ import { CommandFailure, reportFailure } from "../failure.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
 import { waitFor } from "../wait.ts";
 import { applyOne } from "./apply.ts";
+import { registryOptionDef } from "../build-options.ts";
+import { releaseImage } from "../release-image.ts";
 
 const defs: OptionDef[] = [
   { name: "file", short: "f", type: "string", help: "the application definition (YAML)", default: "app.yaml" },
-  { name: "image", type: "string", help: "the image to run (required)" },
+  { name: "image", type: "string", help: "the image to run (default: the app's newest release in -registry, docs/build.md)" },
+  { name: "release", type: "string", help: "run this release of the app (a release-... tag of capstan releases): a roll back" },
+  registryOptionDef,
   { name: "instances", type: "int", help: "number of instances of the web proc", default: 1 },
   { name: "network", type: "string", help: 'engine network mode of the containers ("none": networking off; default: the engine\'s)' },
   ...waitOptionDefs,
@@ -47,8 +51,8 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   const [cluster] = positionals(args.positionals, ["CLUSTER"], "capstan deploy prod -f app.yaml -image hello:1");
-  const o = args.options as { file: string; image?: string; instances: number; network?: string; wait?: boolean; timeout: number };
-  if (o.image === undefined || o.image === "") throw new UsageError("-image IMAGE is required");
+  const o = args.options as { file: string; image?: string; release?: string; instances: number; network?: string; wait?: boolean; timeout: number };
+  if (o.image && o.release) throw new UsageError("-image and -release: give one of them");
   if (o.instances < 0 || o.instances > 1000) throw new UsageError(`-instances: ${o.instances} must be 0..1000`);
   try {
     let text: string;
@@ -65,7 +69,8 @@ export async function run(argv: string[]): Promise<number> {
 
     const name = webProcFullName(definition.appname);
     const port = definition.web.port ?? (await currentPort(clients.orchestrator, name)) ?? randomInt(autoPortRange[0], autoPortRange[1]);
-    const spec = webPodGroup(definition, { image: o.image, port, instances: o.instances, network: o.network });
+    const image = o.image || (await releaseImage(cluster!, args.options, definition.appname));
+    const spec = webPodGroup(definition, { image, port, instances: o.instances, network: o.network });
     process.stdout.write(`podgroup/${name} ${await applyOne(clients.orchestrator, spec)} (PORT=${port})\n`);
     if (!o.wait) return 0;
     const ok = await waitFor(clients.orchestrator, [{ kind: "converged", name, numInstances: spec.numInstances, restartPolicy: spec.restartPolicy, pod: spec.pod }], {

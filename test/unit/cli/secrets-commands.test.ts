@@ -23,7 +23,7 @@ describe("issue-5 command lines", () => {
     ["secret", secret, ["view", "prod", "hello.web.web", "-o", "yaml"], '-output: "yaml" is not table or json'],
     ["secret", secret, ["delete", "prod", "hello.web.web", "p", "extra"], 'unexpected argument "extra"'],
     ["deploy", deploy, [], "CLUSTER is required, e.g. capstan deploy prod -f app.yaml -image hello:1"],
-    ["deploy", deploy, ["prod", "-f", "app.yaml"], "-image IMAGE is required"],
+    ["deploy", deploy, ["prod", "-f", "app.yaml", "-image", "i", "-release", "release-20260101000000-0123456789ab"], "-image and -release: give one of them"],
     ["deploy", deploy, ["prod", "-image", "i", "-instances", "1001"], "-instances: 1001 must be 0..1000"],
     ["apps", apps, ["add", "prod", "hello"], "at least one -maintainer E-MAIL is required"],
     ["apps", apps, ["add", "prod", "hello", "-maintainer"], "option -maintainer needs a value"],

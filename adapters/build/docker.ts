@@ -1,0 +1,262 @@
+// The Docker Engine API calls of `capstan build`, `test` and `release` (docs/build.md), with
+// dockerode only: containers are created, given files (putArchive), started, waited for and
+// committed; files are taken out with getArchive; images are tagged and pushed. No Dockerfile, no
+// BuildKit, nothing pulled: every image named must already be on the engine.
+//
+// Every call has a timeout; a script's container has its own (the script may run long).
+import { PassThrough, type Readable } from "node:stream";
+import Docker from "dockerode";
+import { extract, pack } from "tar-stream";
+import { appDir, renameEntry, failedLine, scriptWrapper, withoutMarker } from "./plan.ts";
+
+/** A short call (inspect, create, commit, tag, archive), ms. */
+const callTimeoutMs = 60_000;
+
+/** The engine: `host` (-docker), else DOCKER_HOST, else the local socket. unix:///path, tcp://h:p, http://h:p. */
+export function connectEngine(host?: string): Docker {
+  const h = host ?? process.env.DOCKER_HOST;
+  if (!h) return new Docker({ socketPath: "/var/run/docker.sock" });
+  if (h.startsWith("unix://")) return new Docker({ socketPath: h.slice("unix://".length) });
+  const m = /^(tcp|http|https):\/\/([^:/]+|\[[^\]]+\]):(\d+)\/?$/.exec(h);
+  if (!m) throw new BuildError(`engine address "${h}" must be unix:///PATH or tcp://HOST:PORT`);
+  return new Docker({ host: m[2]!.replace(/^\[|\]$/g, ""), port: Number(m[3]), protocol: m[1] === "https" ? "https" : "http" });
+}
+
+/** A failure of a build step the user can act on (the command prints it, exit code 1 or `code`). */
+export class BuildError extends Error {
+  override readonly name = "BuildError";
+  constructor(
+    message: string,
+    /** The exit code the command ends with (a script's own code). */
+    readonly code = 1,
+  ) {
+    super(message);
+  }
+}
+
+const signal = (ms = callTimeoutMs) => AbortSignal.timeout(ms);
+const statusOf = (e: unknown) => (e as { statusCode?: number }).statusCode;
+
+export interface ImageInfo {
+  id: string;
+  entrypoint: string[] | null;
+  cmd: string[] | null;
+  labels: Record<string, string>;
+}
+
+/** The image's ID and start command, or undefined when the engine does not have it. */
+export async function inspectImage(docker: Docker, ref: string): Promise<ImageInfo | undefined> {
+  try {
+    const i = await docker.getImage(ref).inspect({ abortSignal: signal() } as object);
+    return { id: i.Id, entrypoint: (i.Config?.Entrypoint as string[] | null) ?? null, cmd: i.Config?.Cmd ?? null, labels: i.Config?.Labels ?? {} };
+  } catch (e) {
+    if (statusOf(e) === 404) return undefined;
+    throw e;
+  }
+}
+
+/** An image the engine must have: else a BuildError naming the key of the definition and the image. */
+export async function requireImage(docker: Docker, ref: string, key: string): Promise<ImageInfo> {
+  const info = await inspectImage(docker, ref);
+  if (!info) throw new BuildError(`${key}: image ${ref} is not on the engine (nothing is pulled by a build: docker pull ${ref} first)`);
+  return info;
+}
+
+/** The newest image with all these labels (key=value), or undefined: the cache lookup. */
+export async function findImageByLabels(docker: Docker, labels: Record<string, string>): Promise<{ id: string; tags: string[] } | undefined> {
+  const list = await docker.listImages({ filters: { label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) }, abortSignal: signal() } as object);
+  const newest = list.sort((a, b) => b.Created - a.Created)[0];
+  return newest ? { id: newest.Id, tags: (newest.RepoTags ?? []).filter((t) => t !== "<none>:<none>") } : undefined;
+}
+
+export interface ScriptRun {
+  containerId: string;
+  exitCode: number;
+  /** The failing line (1-based) when the script stopped at one. */
+  failed?: { line: number; code: number };
+  /** Everything the script printed (both streams), marker removed. */
+  output: string;
+}
+
+/**
+ * Run `lines` in a new container of `image`, each as `sh -c LINE` in the app directory, stopping
+ * at the first failing line; `source` (a tar for "/") is put in before the start. Output is passed
+ * on as it comes. The container is left (stopped) for a commit; the caller removes it.
+ */
+export async function runScript(
+  docker: Docker,
+  o: { image: string; lines: readonly string[]; source?: Buffer; labels?: Record<string, string>; onOutput(chunk: string, stream: "stdout" | "stderr"): void; timeoutMs: number },
+): Promise<ScriptRun> {
+  // The image's own entrypoint would run the script as its argument: replaced by `sh -c` only when
+  // it has one (commit puts it back); without one the command alone is `sh -c SCRIPT`.
+  const image = await inspectImage(docker, o.image);
+  const hasEntrypoint = (image?.entrypoint ?? []).length > 0;
+  const container = await docker.createContainer({
+    Image: o.image,
+    WorkingDir: appDir,
+    ...(hasEntrypoint ? { Entrypoint: ["sh", "-c"], Cmd: [scriptWrapper(o.lines)] } : { Cmd: ["sh", "-c", scriptWrapper(o.lines)] }),
+    Labels: o.labels ?? {},
+    AttachStdout: true,
+    AttachStderr: true,
+    abortSignal: signal(),
+  } as Docker.ContainerCreateOptions);
+  if (o.source) await container.putArchive(o.source, { path: "/", abortSignal: signal() } as object);
+  const stream = (await container.attach({ stream: true, stdout: true, stderr: true, abortSignal: signal(o.timeoutMs) } as object)) as unknown as Readable;
+  let output = "";
+  let stderr = "";
+  const out = new PassThrough();
+  const err = new PassThrough();
+  out.on("data", (c: Buffer) => {
+    const text = c.toString();
+    output += text;
+    o.onOutput(text, "stdout");
+  });
+  err.on("data", (c: Buffer) => {
+    const text = c.toString();
+    stderr += text;
+    const shown = withoutMarker(text);
+    output += shown;
+    if (shown) o.onOutput(shown, "stderr");
+  });
+  docker.modem.demuxStream(stream, out, err);
+  const ended = new Promise<void>((resolve) => {
+    stream.on("end", resolve);
+    stream.on("close", resolve);
+    stream.on("error", () => resolve());
+  });
+  await container.start({ abortSignal: signal() } as object);
+  const waited = (await container.wait({ abortSignal: signal(o.timeoutMs) } as object)) as { StatusCode: number };
+  // The last output may trail the exit a little; an attach that never ends does not hold us up.
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([ended, new Promise((r) => (timer = setTimeout(r, 5_000)))]);
+  clearTimeout(timer);
+  return { containerId: container.id, exitCode: waited.StatusCode, failed: failedLine(stderr), output };
+}
+
+/** Commit a container as repo:tag with labels; the image keeps `keep`'s start command (not the script's). */
+export async function commit(docker: Docker, containerId: string, o: { repo: string; tag: string; labels: Record<string, string>; keep: ImageInfo }): Promise<string> {
+  const changes = [
+    ...((o.keep.entrypoint ?? []).length > 0 ? [`ENTRYPOINT ${JSON.stringify(o.keep.entrypoint)}`] : []),
+    `CMD ${JSON.stringify(o.keep.cmd ?? [])}`,
+    ...Object.entries(o.labels).map(([k, v]) => `LABEL ${k}=${JSON.stringify(v)}`),
+  ];
+  const r = (await docker.getContainer(containerId).commit({ repo: o.repo, tag: o.tag, changes, pause: false, abortSignal: signal() } as object)) as { Id: string };
+  return r.Id;
+}
+
+/** Remove a container (a build's, a test's), ignoring one already gone. */
+export async function removeContainer(docker: Docker, id: string): Promise<void> {
+  try {
+    await docker.getContainer(id).remove({ force: true, v: true, abortSignal: signal() } as object);
+  } catch (e) {
+    if (statusOf(e) !== 404) throw e;
+  }
+}
+
+/** Tag an image (`repo:tag`). */
+export async function tagImage(docker: Docker, image: string, repo: string, tag: string): Promise<void> {
+  await docker.getImage(image).tag({ repo, tag, abortSignal: signal() } as Docker.ImageTagOptions);
+}
+
+/** A container of `image` that never runs: for getArchive and putArchive. */
+export async function createIdle(docker: Docker, image: string, labels: Record<string, string>): Promise<string> {
+  // The image's own command is kept (the container is committed as the release); an image with no
+  // command at all gets one only so that the engine creates the container.
+  const info = await inspectImage(docker, image);
+  const none = (info?.entrypoint ?? []).length === 0 && (info?.cmd ?? []).length === 0;
+  const c = await docker.createContainer({ Image: image, ...(none ? { Cmd: ["sh"] } : {}), Labels: labels, abortSignal: signal() } as Docker.ContainerCreateOptions);
+  return c.id;
+}
+
+/**
+ * The file or directory `src` of a container as a tar for "/" with its paths moved to `dest`; the
+ * raw archive too (for the content digest). A missing `src` is a BuildError naming it.
+ */
+export async function copyOut(docker: Docker, containerId: string, src: string, dest: string, what: string): Promise<{ tar: Buffer; raw: Buffer }> {
+  let raw: Buffer;
+  try {
+    const s = (await docker.getContainer(containerId).getArchive({ path: src, abortSignal: signal() } as object)) as unknown as Readable;
+    const chunks: Buffer[] = [];
+    for await (const c of s) chunks.push(c as Buffer);
+    raw = Buffer.concat(chunks);
+  } catch (e) {
+    if (statusOf(e) === 404) throw new BuildError(`${what}: ${src} does not exist in the build image`);
+    throw e;
+  }
+  const base = src.split("/").filter(Boolean).pop() ?? "";
+  const ex = extract();
+  const p = pack();
+  const chunks: Buffer[] = [];
+  const packed = new Promise<Buffer>((resolve, reject) => {
+    p.on("data", (c: unknown) => chunks.push(c as Buffer));
+    p.on("end", () => resolve(Buffer.concat(chunks)));
+    p.on("error", reject);
+  });
+  const extracted = new Promise<void>((resolve, reject) => {
+    ex.on("entry", (header, stream, next) => {
+      const name = renameEntry(header.name, base, dest);
+      if (name === undefined) {
+        stream.resume();
+        stream.on("end", next);
+        return;
+      }
+      const entry = p.entry({ ...header, name }, (err) => (err ? reject(err) : next()));
+      stream.pipe(entry);
+    });
+    ex.on("finish", resolve);
+    ex.on("error", reject);
+  });
+  ex.end(raw);
+  await extracted;
+  p.finalize();
+  return { tar: await packed, raw };
+}
+
+/** Put a tar (names relative to "/") into a container. */
+export async function putArchive(docker: Docker, containerId: string, tar: Buffer): Promise<void> {
+  await docker.getContainer(containerId).putArchive(tar, { path: "/", abortSignal: signal() } as object);
+}
+
+/**
+ * An image holding only `files` (no base: the original's meta image carried the definition file
+ * alone), imported from a tar by the engine (POST /images/create?fromSrc=-): nothing is downloaded.
+ */
+export async function importFiles(docker: Docker, files: { name: string; content: Buffer }[], repo: string, tag: string, labels: Record<string, string>): Promise<void> {
+  const p = pack();
+  const chunks: Buffer[] = [];
+  const done = new Promise<Buffer>((resolve, reject) => {
+    p.on("data", (c: unknown) => chunks.push(c as Buffer));
+    p.on("end", () => resolve(Buffer.concat(chunks)));
+    p.on("error", reject);
+  });
+  for (const f of files) p.entry({ name: f.name, mode: 0o644, mtime: new Date(0), size: f.content.length }, f.content);
+  p.finalize();
+  const tar = await done;
+  const changes = Object.entries(labels).map(([k, v]) => `LABEL ${k}=${JSON.stringify(v)}`);
+  const stream = (await docker.importImage(tar as unknown as NodeJS.ReadableStream, { repo, tag, changes, abortSignal: signal() } as object)) as unknown as Readable;
+  await followStream(docker, stream, `import of ${repo}:${tag}`);
+}
+
+/** The registry credentials of a push, sent as X-Registry-Auth (docs/registry.md, "Credentials"). */
+export interface PushAuth {
+  username: string;
+  password: string;
+  serveraddress: string;
+}
+
+/** Push repo:tag with `auth`; a failure (denied, unreachable) is a BuildError with the engine's message. */
+export async function pushImage(docker: Docker, repo: string, tag: string, auth: PushAuth, timeoutMs: number): Promise<void> {
+  const stream = (await docker.getImage(repo).push({ tag, authconfig: auth, abortSignal: signal(timeoutMs) } as object)) as unknown as Readable;
+  await followStream(docker, stream, `push of ${repo}:${tag}`);
+}
+
+async function followStream(docker: Docker, stream: Readable, what: string): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    docker.modem.followProgress(stream, (err: Error | null, events: { error?: string; errorDetail?: { message?: string } }[]) => {
+      if (err) return reject(new BuildError(`${what}: ${err.message}`));
+      const bad = events.find((e) => e.error || e.errorDetail);
+      if (bad) return reject(new BuildError(`${what}: ${bad.errorDetail?.message ?? bad.error}`));
+      resolve();
+    });
+  });
+}

@@ -1,0 +1,216 @@
+// Build, test and release of one app on one Docker engine (docs/build.md): the steps of the three
+// commands, each a sequence of the engine calls of docker.ts with the decisions of plan.ts.
+//
+// The build image of a source tree is found again by its cache key (a label), so `test` and
+// `release` use the image `build` made for the source as it is now, and a build with nothing
+// changed makes nothing new.
+import { execFile } from "node:child_process";
+import { basename } from "node:path";
+import { promisify } from "node:util";
+import type Docker from "dockerode";
+import {
+  BuildError,
+  commit,
+  copyOut,
+  createIdle,
+  findImageByLabels,
+  importFiles,
+  inspectImage,
+  pushImage,
+  putArchive,
+  removeContainer,
+  requireImage,
+  runScript,
+  tagImage,
+  type ImageInfo,
+  type PushAuth,
+} from "./docker.ts";
+import { buildTag, cacheKey, contentDigest, copyPaths, labels, metaTag, prepareKey, prepareTag, releaseTag } from "./plan.ts";
+import { archiveSource } from "./source.ts";
+
+const run = promisify(execFile);
+
+export interface BuildDefinition {
+  appname: string;
+  build?: { base?: string; script: string[]; prepare?: { version: string; script: string[] } };
+  release?: { destBase?: string; copy: { src: string; dest: string }[] };
+  test?: { script: string[] };
+}
+
+export interface PipelineContext {
+  docker: Docker;
+  def: BuildDefinition;
+  /** The source directory (copied to the app directory). */
+  sourceDir: string;
+  /** Script output, as it comes, and progress lines. */
+  out(text: string, stream: "stdout" | "stderr"): void;
+  /** Longest a script (prepare, build, test) may run, ms. */
+  scriptTimeoutMs: number;
+  now?: () => Date;
+}
+
+export interface BuildResult {
+  /** `<app>:build-...` */
+  image: string;
+  tag: string;
+  id: string;
+  cacheKey: string;
+  cached: boolean;
+  base: ImageInfo;
+}
+
+function buildSection(def: BuildDefinition): { base: string; script: string[]; prepare?: { version: string; script: string[] } } {
+  if (!def.build?.base) throw new BuildError("build.base: required to build (the image the build starts from)");
+  return { base: def.build.base, script: def.build.script, prepare: def.build.prepare };
+}
+
+/** A script's failure as the user should see it: the key, the line, the exit code (the command's). */
+function scriptFailure(key: string, lines: readonly string[], r: { exitCode: number; failed?: { line: number; code: number } }): BuildError {
+  const n = r.failed?.line;
+  const where = n !== undefined ? `${key}[${n - 1}] (${JSON.stringify(lines[n - 1])})` : key;
+  return new BuildError(`${where} failed with exit code ${r.exitCode}`, r.exitCode);
+}
+
+/** The prepare image (made now when missing), else the base image itself. */
+async function startImage(ctx: PipelineContext, make: boolean): Promise<{ image: ImageInfo; ref: string; original: ImageInfo } | undefined> {
+  const b = buildSection(ctx.def);
+  const base = await requireImage(ctx.docker, b.base, "build.base");
+  if (!b.prepare) return { image: base, ref: b.base, original: base };
+  const app = ctx.def.appname;
+  const key = prepareKey(base.id, b.prepare.version, b.prepare.script);
+  const found = await findImageByLabels(ctx.docker, { [labels.app]: app, [labels.kind]: "prepare", [labels.prepareKey]: key });
+  if (found) return { image: (await inspectImage(ctx.docker, found.id))!, ref: found.id, original: base };
+  if (!make) return undefined;
+  const tag = prepareTag(b.prepare.version, (ctx.now ?? (() => new Date()))());
+  ctx.out(`capstan: prepare ${app}:${tag} from ${b.base}\n`, "stderr");
+  const r = await runScript(ctx.docker, { image: base.id, lines: b.prepare.script, labels: { [labels.app]: app }, onOutput: ctx.out, timeoutMs: ctx.scriptTimeoutMs });
+  try {
+    if (r.exitCode !== 0) throw scriptFailure("build.prepare.script", b.prepare.script, r);
+    const id = await commit(ctx.docker, r.containerId, { repo: app, tag, labels: { [labels.app]: app, [labels.kind]: "prepare", [labels.prepareKey]: key }, keep: base });
+    return { image: (await inspectImage(ctx.docker, id))!, ref: id, original: base };
+  } finally {
+    await removeContainer(ctx.docker, r.containerId);
+  }
+}
+
+/** The source tree's git commit when it is a git work tree with nothing uncommitted (the original's build tag). */
+async function gitCommit(dir: string): Promise<{ committerDate: Date; commit: string } | undefined> {
+  try {
+    const status = await run("git", ["-C", dir, "status", "--porcelain"], { timeout: 5_000 });
+    if (status.stdout.trim() !== "") return undefined;
+    const log = await run("git", ["-C", dir, "log", "-1", "--format=%ct %H"], { timeout: 5_000 });
+    const [ct, hash] = log.stdout.trim().split(" ");
+    if (!ct || !hash) return undefined;
+    return { committerDate: new Date(Number(ct) * 1000), commit: hash };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * `capstan build`: the build image of the source as it is now; made (prepare first when needed)
+ * unless one with the same cache key exists. With make false, only looked up (test, release).
+ */
+export async function build(ctx: PipelineContext, make = true): Promise<BuildResult | undefined> {
+  const b = buildSection(ctx.def);
+  const app = ctx.def.appname;
+  const start = await startImage(ctx, make);
+  if (!start) return undefined;
+  const source = await archiveSource(ctx.sourceDir, "platform/app");
+  const key = cacheKey(start.image.id, b.script, source.digest);
+  const found = await findImageByLabels(ctx.docker, { [labels.app]: app, [labels.kind]: "build", [labels.key]: key });
+  if (found) {
+    const tag = found.tags.map((t) => t.slice(t.lastIndexOf(":") + 1)).find((t) => t.startsWith("build-")) ?? "";
+    return { image: `${app}:${tag}`, tag, id: found.id, cacheKey: key, cached: true, base: start.original };
+  }
+  if (!make) return undefined;
+  const tag = buildTag({ git: await gitCommit(ctx.sourceDir), now: (ctx.now ?? (() => new Date()))(), cacheKey: key });
+  ctx.out(`capstan: build ${app}:${tag} from ${b.prepare ? `${start.ref.slice(0, 19)} (prepare of ${b.base})` : b.base}, source ${source.files} files\n`, "stderr");
+  const r = await runScript(ctx.docker, { image: start.image.id, lines: b.script, source: source.tar, labels: { [labels.app]: app }, onOutput: ctx.out, timeoutMs: ctx.scriptTimeoutMs });
+  try {
+    if (r.exitCode !== 0) throw scriptFailure("build.script", b.script, r);
+    const id = await commit(ctx.docker, r.containerId, { repo: app, tag, labels: { [labels.app]: app, [labels.kind]: "build", [labels.key]: key }, keep: start.original });
+    return { image: `${app}:${tag}`, tag, id, cacheKey: key, cached: false, base: start.original };
+  } finally {
+    await removeContainer(ctx.docker, r.containerId);
+  }
+}
+
+/** The build image of the current source, or a BuildError saying to build first. */
+export async function currentBuild(ctx: PipelineContext): Promise<BuildResult> {
+  const b = await build(ctx, false);
+  if (!b) throw new BuildError(`no build image of ${ctx.def.appname} for the source in ${ctx.sourceDir} as it is now: run capstan build first`);
+  return b;
+}
+
+/** `capstan test`: test.script in a container of the build image; its exit code when it fails. */
+export async function test(ctx: PipelineContext): Promise<{ build: BuildResult; output: string }> {
+  const t = ctx.def.test;
+  if (!t || t.script.length === 0) throw new BuildError("test.script: the definition has no test script");
+  const b = await currentBuild(ctx);
+  const r = await runScript(ctx.docker, { image: b.id, lines: t.script, labels: { [labels.app]: ctx.def.appname }, onOutput: ctx.out, timeoutMs: ctx.scriptTimeoutMs });
+  await removeContainer(ctx.docker, r.containerId);
+  if (r.exitCode !== 0) throw scriptFailure("test.script", t.script, r);
+  return { build: b, output: r.output };
+}
+
+export interface ReleaseResult {
+  /** `<registry>/<app>` */
+  repository: string;
+  release: string;
+  meta: string;
+  build: string;
+  pushed: boolean;
+}
+
+/**
+ * `capstan release`: the release image (release.copy out of the build image into
+ * release.dest_base, or the build image itself), the meta image (the definition file) and the
+ * build image, tagged in `<registry>/<app>`, then pushed with `auth` (none: tagged only).
+ */
+export async function release(
+  ctx: PipelineContext,
+  o: { registry: string; definitionFile: string; definitionText: string; auth?: PushAuth; pushTimeoutMs: number },
+): Promise<ReleaseResult> {
+  const app = ctx.def.appname;
+  const b = await currentBuild(ctx);
+  const repository = `${o.registry}/${app}`;
+  const now = (ctx.now ?? (() => new Date()))();
+  const appLabel = { [labels.app]: app };
+  let tag: string;
+  const rel = ctx.def.release;
+  if (rel && rel.copy.length > 0) {
+    const destRef = rel.destBase ?? buildSection(ctx.def).base;
+    const dest = await requireImage(ctx.docker, destRef, rel.destBase ? "release.dest_base" : "build.base (release.dest_base not given)");
+    const from = await createIdle(ctx.docker, b.id, appLabel);
+    let to: string | undefined;
+    try {
+      to = await createIdle(ctx.docker, dest.id, appLabel);
+      const raws: Buffer[] = [Buffer.from(dest.id)];
+      for (const [i, entry] of rel.copy.entries()) {
+        const p = copyPaths(entry);
+        const { tar, raw } = await copyOut(ctx.docker, from, p.src, p.dest, `release.copy[${i}].src`);
+        raws.push(Buffer.from(`${p.dest}\n`), raw);
+        await putArchive(ctx.docker, to, tar);
+      }
+      tag = releaseTag(now, contentDigest(raws));
+      await commit(ctx.docker, to, { repo: repository, tag, labels: { ...appLabel, [labels.kind]: "release" }, keep: dest });
+    } finally {
+      await removeContainer(ctx.docker, from);
+      if (to) await removeContainer(ctx.docker, to);
+    }
+  } else {
+    tag = releaseTag(now, contentDigest([b.id]));
+    await tagImage(ctx.docker, b.id, repository, tag);
+  }
+  const meta = metaTag(tag);
+  await importFiles(ctx.docker, [{ name: basename(o.definitionFile), content: Buffer.from(o.definitionText) }], repository, meta, { ...appLabel, [labels.kind]: "meta" });
+  await tagImage(ctx.docker, b.id, repository, b.tag);
+  if (o.auth) {
+    for (const t of [b.tag, meta, tag]) {
+      ctx.out(`capstan: push ${repository}:${t}\n`, "stderr");
+      await pushImage(ctx.docker, repository, t, o.auth, o.pushTimeoutMs);
+    }
+  }
+  return { repository, release: tag, meta, build: b.tag, pushed: o.auth !== undefined };
+}

@@ -1,0 +1,162 @@
+// Build, release and push of a small app (docs/build.md; docs/benchmarks.md): Capstan's build
+// pipeline (adapters/build/pipeline.ts: the engine calls `capstan build` and `capstan release`
+// make, run in this process) against the same steps by hand with the `docker` CLI, on engine n1,
+// in the same run, pushing to a `capstan registry` (no auth, loopback) started afresh for every
+// leg, so each push sends every layer.
+//
+// The app: busybox base, a 3-line build script writing a file from the source, release.copy of
+// that file into a fresh busybox. Cold: a new source each leg (nothing cached). Hand steps, as a
+// user would type them: docker create (script as sh -c), docker cp of the source, docker start -a,
+// docker commit; docker create of the build image, docker cp out, docker create of dest_base,
+// docker cp in, docker commit; docker push of the release and of the build image; docker rm of
+// the containers. Capstan also makes and pushes the meta image (the definition file).
+// Warm: `build` again with nothing changed (the cache hit: no container runs).
+//
+// Targets: Capstan cold <= 1.2 x the hand steps; warm build <= 10 % of the cold build+release+push.
+// The CLI's own start (node + tsx, `capstan --version`) is measured and reported apart.
+//
+//   npm run bench:build   [BENCH_BUILD_ROUNDS=3]
+import { execFile } from "node:child_process";
+import { mkdtemp, rm, writeFile, mkdir } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { connectEngine, removeContainer } from "../adapters/build/docker.ts";
+import { build, release, type PipelineContext } from "../adapters/build/pipeline.ts";
+import { labels } from "../adapters/build/plan.ts";
+import { loadServices } from "../test/helpers/services.ts";
+import { capstanBin } from "./lib/capstan-process.ts";
+import { percentile, report } from "./lib/report.ts";
+import { startRegistry } from "./registry/servers.ts";
+
+const run = promisify(execFile);
+const rounds = Number(process.env.BENCH_BUILD_ROUNDS ?? 3);
+const services = loadServices();
+const engine = services.engines.n1!;
+const base = services.testImage;
+const script = ["mkdir -p out", 'echo "built from $(cat src.txt)" > out/hello.txt', "cat out/hello.txt"];
+
+const definition = (app: string) => `appname: ${app}
+build:
+  base: ${base}
+  script:
+${script.map((l) => `    - ${JSON.stringify(l)}`).join("\n")}
+release:
+  dest_base: ${base}
+  copy:
+    - src: out/hello.txt
+      dest: /hello.txt
+`;
+
+const docker = (args: string[]) => run("docker", ["-H", engine, ...args], { timeout: 120_000, env: { ...process.env, DOCKER_CONFIG: dockerConfig } });
+let dockerConfig = "";
+
+async function source(dir: string, app: string): Promise<string> {
+  const src = join(dir, app);
+  await mkdir(src, { recursive: true });
+  await writeFile(join(src, "app.yaml"), definition(app));
+  await writeFile(join(src, "src.txt"), `${app} ${Math.random()}\n`);
+  return src;
+}
+
+async function byHand(dir: string, app: string, registry: string): Promise<number> {
+  const src = await source(dir, app);
+  const repo = `${registry}/${app}`;
+  const t0 = performance.now();
+  const c1 = (await docker(["create", "--label", `${labels.app}=${app}`, "-w", "/platform/app", base, "sh", "-c", script.join(" && ")])).stdout.trim();
+  await docker(["cp", `${src}/.`, `${c1}:/platform/app`]);
+  await docker(["start", "-a", c1]);
+  await docker(["commit", c1, `${repo}:build-1`]);
+  const c2 = (await docker(["create", `${repo}:build-1`])).stdout.trim();
+  await docker(["cp", `${c2}:/platform/app/out/hello.txt`, join(dir, `${app}-hello.txt`)]);
+  const c3 = (await docker(["create", "--label", `${labels.app}=${app}`, base])).stdout.trim();
+  await docker(["cp", join(dir, `${app}-hello.txt`), `${c3}:/hello.txt`]);
+  await docker(["commit", c3, `${repo}:release-1`]);
+  await docker(["push", `${repo}:release-1`]);
+  await docker(["push", `${repo}:build-1`]);
+  await docker(["rm", "-f", c1, c2, c3]);
+  return performance.now() - t0;
+}
+
+async function withCapstan(dir: string, app: string, registry: string): Promise<{ coldMs: number; warmMs: number }> {
+  const src = await source(dir, app);
+  const ctx: PipelineContext = { docker: connectEngine(engine), def: { appname: app, build: { base, script }, release: { destBase: base, copy: [{ src: "out/hello.txt", dest: "/hello.txt" }] } }, sourceDir: src, out: () => {}, scriptTimeoutMs: 120_000 };
+  const t0 = performance.now();
+  const b = await build(ctx);
+  if (!b || b.cached) throw new Error("the cold build was a cache hit");
+  await release(ctx, { registry, definitionFile: "app.yaml", definitionText: definition(app), auth: { username: "bench", password: "x", serveraddress: registry }, pushTimeoutMs: 120_000 });
+  const coldMs = performance.now() - t0;
+  const t1 = performance.now();
+  const again = await build(ctx);
+  const warmMs = performance.now() - t1;
+  if (!again?.cached) throw new Error("the warm build was not a cache hit");
+  return { coldMs, warmMs };
+}
+
+async function cleanImages(app: string): Promise<void> {
+  const ids = (await docker(["images", "-q", "--filter", `label=${labels.app}=${app}`])).stdout.split("\n").filter(Boolean);
+  const named = (await docker(["images", "--format", "{{.Repository}}:{{.Tag}}"])).stdout.split("\n").filter((n) => n.includes(`/${app}:`) || n.startsWith(`${app}:`));
+  for (const ref of [...named, ...new Set(ids)]) await docker(["rmi", "-f", ref]).catch(() => {});
+  // A parent goes only once its children are gone: a second pass for what is left.
+  const left = (await docker(["images", "-q", "--filter", `label=${labels.app}=${app}`])).stdout.split("\n").filter(Boolean);
+  for (const id of new Set(left)) await docker(["rmi", "-f", id]).catch(() => {});
+  const containers = (await docker(["ps", "-aq", "--filter", `label=${labels.app}=${app}`])).stdout.split("\n").filter(Boolean);
+  const e = connectEngine(engine);
+  for (const c of containers) await removeContainer(e, c);
+}
+
+async function main(): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), "capstan-bench-build-"));
+  dockerConfig = join(dir, "docker-config");
+  await mkdir(dockerConfig);
+  const hand: number[] = [];
+  const cold: number[] = [];
+  const warm: number[] = [];
+  const apps: string[] = [];
+  try {
+    for (let r = 0; r < rounds; r++) {
+      // Alternate which goes first each round.
+      const legs: ("hand" | "capstan")[] = r % 2 === 0 ? ["hand", "capstan"] : ["capstan", "hand"];
+      for (const leg of legs) {
+        const app = `benchbuild-${leg}-${process.pid}-${r}`;
+        apps.push(app);
+        const registry = await startRegistry("capstan", dir);
+        try {
+          if (leg === "hand") hand.push(await byHand(dir, app, registry.host));
+          else {
+            const m = await withCapstan(dir, app, registry.host);
+            cold.push(m.coldMs);
+            warm.push(m.warmMs);
+          }
+        } finally {
+          await registry.stop();
+          await cleanImages(app);
+        }
+      }
+      console.log(`round ${r + 1}: hand ${hand.at(-1)!.toFixed(0)} ms, capstan cold ${cold.at(-1)!.toFixed(0)} ms, warm ${warm.at(-1)!.toFixed(0)} ms`);
+    }
+    const t = performance.now();
+    await run(capstanBin, ["--version"], { timeout: 30_000 });
+    const cliStartMs = performance.now() - t;
+    const [h, c, w] = [percentile(hand, 50), percentile(cold, 50), percentile(warm, 50)];
+    report({
+      bench: "build",
+      figures: { rounds, hand_ms_median: Math.round(h), capstan_cold_ms_median: Math.round(c), capstan_warm_ms_median: Math.round(w), cli_start_ms: Math.round(cliStartMs) },
+      ratios: { cold_over_hand: c / h, warm_over_cold: w / c },
+      targets: [
+        { name: "cold_over_hand", kind: "max", value: 1.2 },
+        { name: "warm_over_cold", kind: "max", value: 0.1 },
+      ],
+      notes: [
+        "Capstan: build + release + push of release, meta and build images, in-process (adapters/build/pipeline.ts); the CLI adds cli_start_ms per command",
+        "hand: docker create/cp/start -a/commit, create/cp/create/cp/commit, push release and build, rm, with the docker CLI",
+        `engine n1 (${engine}), base ${base}, a fresh capstan registry per leg`,
+      ],
+    });
+  } finally {
+    for (const app of apps) await cleanImages(app).catch(() => {});
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
