@@ -72,11 +72,8 @@ export function installOrchestrator(ctx: ServeContext, settings: OrchestratorSet
   manager.app.route("/", createNodesApi({ store, nodes, podGroups, log, access }));
   // Ready only once GET /api/nodes lists every engine of -cluster (api/orchestrator/node-readiness.ts):
   // on a fresh store the records come from the leader's node monitor, after the informers sync.
-  let clusterNodes: string[] | undefined;
-  void cluster.nodes().then(
-    (found) => (clusterNodes = found.map((node) => node.name)),
-    (e: unknown) => log.error({ err: e }, "cannot read the cluster's nodes; /readyz stays unavailable"),
-  );
+  // The names are the spec's: no engine call, so a hanging engine cannot hold readiness back.
+  const clusterNodes = cluster.nodeNames;
   manager.addReadinessCheck("node-records", () => nodesRecorded(nodes, clusterNodes));
 
   // Events (docs/events.md): recorded by the leader's controllers through the fenced store, pruned

@@ -3,8 +3,11 @@
 // and `capstan up` both install it through here.
 //
 // Writes: the API writes records through the plain store (every write is for one address, and any
-// replica may serve it); Secret-sync runs on the leader only and writes its markers through the
-// fenced store. It installs nothing while the vault is sealed, and resumes when it is unsealed.
+// replica may serve it). Secret-sync and the seal-state publisher run under the secrets leader key
+// (secretsLeaderKey) in every process that installs them, `capstan secrets` (its own leader key) as
+// well as `capstan up` (an election of its own beside the orchestrator's), so one of them runs per
+// store (docs/secret-sync.md, "Leadership"); they write through the store fenced by that key's
+// lease. Secret-sync installs nothing while the vault is sealed, and resumes when it is unsealed.
 //
 // Auto-unseal (docs/secrets.md, "Auto-unseal"): with an unseal key file the service unseals
 // itself before it serves; a file that may not be used (mode, owner, wrong shares) stops the start.
@@ -32,19 +35,21 @@ export interface UnsealSettings {
 /** /readyz's detail and the PodGroup status note while sealed. */
 export const sealedNote = "secrets service sealed";
 
-/** Secret-sync's leader key (outside /platform/secrets/, which holds only records). */
+/** Secret-sync's leader key, in every process that runs it (outside /platform/secrets/, which holds only records). */
 export const secretsLeaderKey = "/platform/secret-sync/leader";
 
 export async function installSecrets(ctx: ServeContext, unseal?: UnsealSettings): Promise<AutoUnsealOutcome> {
-  const { store, cluster, manager, elector, log } = ctx;
+  const { store, cluster, manager, log } = ctx;
   if (!cluster) throw new Error("the secrets service needs -cluster (Secret-sync installs files into containers)");
   const registry = manager.registry;
   const { app, vault, informers } = createSecretsService({ store, gate: ctx.access.gate, apps: ctx.verifier, log, registry });
   manager.app.route("/", app);
   for (const informer of informers) manager.addInformer(informer);
 
+  const leader = ctx.underLeaderKey(secretsLeaderKey);
+  const fenced = fencedStore(store, () => leader.fence());
   const sync = createSecretSyncController({
-    store: fencedStore(store, () => elector.fence()),
+    store: fenced,
     cluster,
     vault,
     readSecrets,
@@ -52,8 +57,8 @@ export async function installSecrets(ctx: ServeContext, unseal?: UnsealSettings)
     registry,
   });
   for (const informer of sync.informers) manager.addInformer(informer);
-  for (const runnable of sync.runnables) manager.add(runnable, { leaderOnly: true });
-  manager.add(new SealStatusPublisher(fencedStore(store, () => elector.fence()), vault, log), { leaderOnly: true });
+  for (const runnable of sync.runnables) leader.add(runnable);
+  leader.add(new SealStatusPublisher(fenced, vault, log));
   manager.addReadinessDetail("secrets", () => (vault.sealed() ? sealedNote : undefined));
 
   if (unseal === undefined) return "sealed";

@@ -14,9 +14,10 @@ import { SqliteStore } from "../adapters/store/sqlite.ts";
 import type { Store } from "../adapters/store/store.ts";
 import { auditWrites, hostAccessPolicy, openGate, tokenGate, TokenVerifier, type ApiAccess } from "../api/auth/index.ts";
 import { ElectedCompactor } from "../runtime/compactor.ts";
-import { LeaderElector, type Elector } from "../runtime/leaderelection.ts";
+import { ElectedRunnables } from "../runtime/elected.ts";
+import { LeaderElector, type Elector, type Fence } from "../runtime/leaderelection.ts";
 import type { Logger } from "../runtime/log.ts";
-import { Manager } from "../runtime/manager.ts";
+import { Manager, type Runnable } from "../runtime/manager.ts";
 import { checkAuthListener, isLoopbackHost, type AuthSettings } from "./auth-options.ts";
 import { parseListenAddress } from "./listen.ts";
 import { UsageError, type OptionDef } from "./options.ts";
@@ -67,11 +68,24 @@ export interface ServeContext {
   manager: Manager;
   /** Leader-only writers fence their store writes with `() => elector.fence()`. */
   elector: Elector;
+  /**
+   * Leader-only work under `key` rather than under the process's own leader key, for work every
+   * process sharing the store must run once in all (docs/runtime.md, "Work under its own leader
+   * key"): the process's own election when `key` is its leader key, else an election of its own
+   * (runtime/elected.ts), one per key and process. Its writes are fenced with the scope's fence().
+   */
+  underLeaderKey(key: string): LeaderScope;
   log: Logger;
   /** Every API's gate and host-access rules. */
   access: ApiAccess;
   /** The token checker behind the gate (the console tells it to forget after a change). */
   verifier: TokenVerifier;
+}
+
+/** Where leader-only work runs, and the fence its writes compare. */
+export interface LeaderScope {
+  add(runnable: Runnable): void;
+  fence(): Fence | null;
 }
 
 /**
@@ -132,6 +146,19 @@ export async function serve(opts: ServeOptions, install: (ctx: ServeContext) => 
   });
   // One compactor per store, elected among every process on it (runtime/compactor.ts).
   manager.add(new ElectedCompactor({ store, identity, retentionMs: opts.historyMs, log, registry, ...(opts.lease && { lease: opts.lease }), ...(goneHolders && { goneHolders }) }), { leaderOnly: false });
+  const scopes = new Map<string, LeaderScope>();
+  const underLeaderKey = (key: string): LeaderScope => {
+    if (key === opts.leaderKey) return { add: (r) => manager.add(r, { leaderOnly: true }), fence: () => elector.fence() };
+    let scope = scopes.get(key);
+    if (scope === undefined) {
+      // goneHolders still holds: an identity the role lock proves dead holds no key of any kind.
+      const elected = new ElectedRunnables({ store, key, identity, log, registry, ...(opts.lease && { lease: opts.lease }), ...(goneHolders && { goneHolders }) });
+      manager.add(elected, { leaderOnly: false });
+      scope = elected;
+      scopes.set(key, scope);
+    }
+    return scope;
+  };
   // Tokens are checked from the store every process shares (docs/security.md); the audit line of
   // every authenticated write is written here, in front of every API of the process.
   const verifier = new TokenVerifier({ store });
@@ -145,7 +172,7 @@ export async function serve(opts: ServeOptions, install: (ctx: ServeContext) => 
     log.warn({ address: opts.web }, "serving plain HTTP on an address other machines can reach: access tokens cross the network in clear; give -tls-cert and -tls-key");
   }
   try {
-    await install({ store, cluster, manager, elector, log, access, verifier });
+    await install({ store, cluster, manager, elector, underLeaderKey, log, access, verifier });
   } catch (e) {
     await store.close();
     roleLock?.release();

@@ -8,11 +8,21 @@
 // dozen runnables then holds more than Node's default of 10 listeners on one AbortSignal, and
 // Node prints a MaxListenersExceededWarning (docs/runtime.md, "Abort signals"), although every
 // listener is removed when its call settles. Sharing one listener keeps the signal's own count at
-// one; the waiters are a Set that each call leaves when it settles, so nothing accumulates.
+// one; the waiters are a Set that each call leaves when it settles.
+//
+// The shared listener hides a leak from Node's own check (the signal only ever holds one listener),
+// so the Set has a check of its own: when one signal's waiters pass `waiterWarningThreshold`, one
+// process warning (AbortWaitersWarning) names the signal's owner, if the caller gave one, and the
+// code that registered the waiter past the threshold. Once per signal, so a leak is reported and
+// not repeated on every call.
+
+/** Waiters on one signal beyond which a leak is suspected and reported once. */
+export const waiterWarningThreshold = 1000;
 
 interface Shared {
   waiters: Set<() => void>;
   listener: () => void;
+  warned: boolean;
 }
 
 const sharedOf = new WeakMap<AbortSignal, Shared>();
@@ -20,17 +30,20 @@ const sharedOf = new WeakMap<AbortSignal, Shared>();
 /**
  * Run `fn` once when `signal` aborts (never when it has already aborted: check `aborted` first,
  * as with addEventListener). Returns the function that unregisters it; the shared listener leaves
- * the signal with its last waiter.
+ * the signal with its last waiter. `owner` (e.g. "controller podgroup") only names the signal in
+ * the leak warning.
  */
-export function onAbort(signal: AbortSignal, fn: () => void): () => void {
+export function onAbort(signal: AbortSignal, fn: () => void, owner?: string): () => void {
   let shared = sharedOf.get(signal);
   if (shared === undefined) {
     const waiters = new Set<() => void>();
     const listener = () => {
       sharedOf.delete(signal);
-      const due = [...waiters];
-      waiters.clear();
-      for (const waiter of due) {
+      // The live Set, as an EventTarget dispatches: a waiter that another waiter unregisters
+      // during the dispatch is skipped (a Set's iteration skips entries deleted before they are
+      // reached). Each leaves the Set before it runs, so its own unregister is a no-op.
+      for (const waiter of waiters) {
+        waiters.delete(waiter);
         try {
           waiter();
         } catch (error) {
@@ -40,8 +53,9 @@ export function onAbort(signal: AbortSignal, fn: () => void): () => void {
           });
         }
       }
+      waiters.clear();
     };
-    shared = { waiters, listener };
+    shared = { waiters, listener, warned: false };
     sharedOf.set(signal, shared);
     signal.addEventListener("abort", listener, { once: true });
   }
@@ -49,9 +63,24 @@ export function onAbort(signal: AbortSignal, fn: () => void): () => void {
   const entry = () => fn();
   const registered = shared;
   registered.waiters.add(entry);
+  if (!registered.warned && registered.waiters.size > waiterWarningThreshold) {
+    registered.warned = true;
+    warnLeak(registered.waiters.size, owner);
+  }
   return () => {
     if (!registered.waiters.delete(entry) || registered.waiters.size > 0) return;
     if (sharedOf.get(signal) === registered) sharedOf.delete(signal);
     signal.removeEventListener("abort", registered.listener);
   };
+}
+
+function warnLeak(count: number, owner: string | undefined): void {
+  // The first stack frame outside this file: the code that registered the waiter.
+  const frames = (new Error().stack ?? "").split("\n").slice(1).map((line) => line.trim());
+  const caller = frames.find((line) => !line.includes("abort-fanout.ts:"));
+  process.emitWarning(
+    `${count} waiters on one AbortSignal${owner !== undefined ? ` (${owner})` : ""}: possible leak of abort waiters` +
+      (caller !== undefined ? `; the last registered ${caller}` : ""),
+    { type: "AbortWaitersWarning", code: "CAPSTAN_ABORT_WAITERS" },
+  );
 }

@@ -7,13 +7,14 @@
 // One compactor per store, not per component: several server processes may share a store (`capstan
 // up` and a separate `capstan secrets`, the console, the registry), each with its own leader key.
 // So ElectedCompactor runs the compactor under a store-wide leader key of its own
-// (compactorLeaderKey), elected among every process on the store; add it as an always-running
-// runnable (Manager.add(c, {leaderOnly: false})). Compacting to a revision someone else already
+// (compactorLeaderKey), elected among every process on the store (runtime/elected.ts); add it as
+// an always-running runnable (Manager.add(c, {leaderOnly: false})). Compacting to a revision someone else already
 // compacted past is not an error here.
 import { Registry } from "prom-client";
 import { realClock, type Clock } from "./clock.ts";
 import { withDeadline } from "./deadline.ts";
-import { LeaderElector, type ElectionStore } from "./leaderelection.ts";
+import { ElectedRunnables } from "./elected.ts";
+import type { ElectionStore } from "./leaderelection.ts";
 import { isCompactedError } from "./listwatch.ts";
 import { silentLogger, type Logger } from "./log.ts";
 import { counter, gauge } from "./metrics.ts";
@@ -127,46 +128,24 @@ export interface ElectedCompactorOptions extends StoreCompactorOptions {
 }
 
 /**
- * A StoreCompactor that runs only while this process holds the store-wide compactor key. Its own
- * election campaigns again after a loss (a lost compactor lease is no reason to stop a process).
+ * A StoreCompactor that runs only while this process holds the store-wide compactor key
+ * (runtime/elected.ts: its own election, which campaigns again after a loss).
  */
-export class ElectedCompactor {
-  readonly name = "store-compactor";
-  private readonly opts: ElectedCompactorOptions;
-  private readonly compactor: StoreCompactor;
-
+export class ElectedCompactor extends ElectedRunnables {
   constructor(opts: ElectedCompactorOptions) {
-    this.opts = opts;
-    this.compactor = new StoreCompactor(opts);
-  }
-
-  async start(signal: AbortSignal): Promise<void> {
-    const { store, identity, log, registry, clock } = this.opts;
-    const elector = new LeaderElector({
-      store,
-      key: this.opts.key ?? compactorLeaderKey,
-      identity,
-      recampaign: true,
+    super({
+      store: opts.store,
+      key: opts.key ?? compactorLeaderKey,
+      identity: opts.identity,
+      name: "store-compactor",
       // Routine and store-wide: its election logs warnings only ("elected leader" stays the
       // process's own election's line; the compactor logs each compaction).
-      ...(log && { log: log.child({}, { level: "warn" }) }),
-      ...(registry && { registry }),
-      ...(clock && { clock }),
-      ...this.opts.lease,
-      ...(this.opts.goneHolders && { goneHolders: this.opts.goneHolders }),
+      ...(opts.log && { log: opts.log.child({}, { level: "warn" }) }),
+      ...(opts.registry && { registry: opts.registry }),
+      ...(opts.clock && { clock: opts.clock }),
+      ...(opts.lease && { lease: opts.lease }),
+      ...(opts.goneHolders && { goneHolders: opts.goneHolders }),
     });
-    let term: Promise<void> = Promise.resolve();
-    elector.start({
-      onStartedLeading: (leading) => {
-        term = this.compactor.start(leading).catch(() => {});
-      },
-      onStoppedLeading: () => term,
-    });
-    await new Promise<void>((resolve) => {
-      if (signal.aborted) resolve();
-      else signal.addEventListener("abort", () => resolve(), { once: true });
-    });
-    await elector.stop();
-    await term;
+    this.add(new StoreCompactor(opts));
   }
 }

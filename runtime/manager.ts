@@ -71,6 +71,9 @@ export interface ManagerOptions {
 /** How a manager ended: 0 after a requested stop, 1 after a failure or a loss of leadership. */
 export type ManagerExit = { code: 0 } | { code: 1; error: Error };
 
+/** A condition of /readyz: true when it holds; false, or a string saying what it waits for, when not. */
+export type ReadinessCheck = () => boolean | string;
+
 interface Registered {
   runnable: Runnable;
   leaderOnly: boolean;
@@ -90,7 +93,7 @@ export class Manager {
   private readonly informers: Informer<unknown>[] = [];
   private readonly runnables: Registered[] = [];
   /** Further conditions of /readyz (addReadinessCheck), by name. */
-  private readonly readinessChecks = new Map<string, () => boolean>();
+  private readonly readinessChecks = new Map<string, ReadinessCheck>();
   /** Notes of /readyz (addReadinessDetail), by name. */
   private readonly readinessDetails = new Map<string, () => string | undefined>();
 
@@ -131,7 +134,8 @@ export class Manager {
     this.app.get("/healthz", (c) => c.text("ok"));
     this.app.get("/readyz", (c) => {
       const checks = this.readiness();
-      const ready = Object.values(checks).every(Boolean);
+      // Only `true` passes: a check's string is why it does not pass yet.
+      const ready = Object.values(checks).every((value) => value === true);
       const details: Record<string, string> = {};
       for (const [name, detail] of this.readinessDetails) {
         const note = detail();
@@ -165,9 +169,11 @@ export class Manager {
   /**
    * One more condition /readyz requires, shown under `name` in its checks: a component whose
    * answers need more than synced informers (the orchestrator's node records) says so here. It
-   * must be cheap and synchronous: /readyz calls it on every probe.
+   * must be cheap and synchronous: /readyz calls it on every probe. It answers true when the
+   * condition holds, and false, or a string saying what it waits for (shown as the check's value,
+   * e.g. "waiting for node records: n2"), when it does not.
    */
-  addReadinessCheck(name: string, check: () => boolean): this {
+  addReadinessCheck(name: string, check: ReadinessCheck): this {
     this.readinessChecks.set(name, check);
     return this;
   }
@@ -254,8 +260,8 @@ export class Manager {
     process.exit(exit.code);
   }
 
-  private readiness(): Record<string, boolean> {
-    const checks: Record<string, boolean> = { accepting: !this.draining && this.started };
+  private readiness(): Record<string, boolean | string> {
+    const checks: Record<string, boolean | string> = { accepting: !this.draining && this.started };
     for (const i of this.informers) checks[`informer:${i.name}`] = i.hasSynced();
     for (const [name, check] of this.readinessChecks) checks[name] = check();
     if (this.opts.elector) {

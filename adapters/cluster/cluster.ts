@@ -345,6 +345,8 @@ export interface ExecOptions extends CallOptions {
   tty?: boolean;
   /** Attach its standard input: write() and end() reach it. */
   stdin?: boolean;
+  /** The user (name or uid[:gid]) to run it as; the container's own user when absent. */
+  user?: string;
 }
 
 /**
@@ -379,6 +381,8 @@ export interface ExecSession {
 }
 
 export interface Cluster {
+  /** The nodes' names, in cluster spec order: from the spec, no engine call. */
+  readonly nodeNames: readonly string[];
   /** Node resources of every node, in cluster spec order; an unreachable node is reported as such. */
   nodes(options?: CallOptions): Promise<NodeResources[]>;
   /**

@@ -138,7 +138,7 @@ export class DockerCluster implements Cluster {
     return new DockerCluster(parseClusterSpec(spec, { tls: options?.tls !== undefined }), options);
   }
 
-  /** Node names in spec order. */
+  /** Node names in spec order, from the spec (no engine call). */
   get nodeNames(): string[] {
     return [...this.engines.keys()];
   }

@@ -70,7 +70,16 @@ export async function openExec(engine: Engine, ref: ContainerRef, options: ExecO
     missing: "container",
     timeoutMs: timeouts.openTimeoutMs,
     run: async (d, signal) => {
-      const body = { Cmd: [...options.cmd], AttachStdin: stdin, AttachStdout: true, AttachStderr: true, Tty: tty, Env: [marker], abortSignal: signal };
+      const body = {
+        Cmd: [...options.cmd],
+        AttachStdin: stdin,
+        AttachStdout: true,
+        AttachStderr: true,
+        Tty: tty,
+        Env: [marker],
+        ...(options.user !== undefined ? { User: options.user } : {}),
+        abortSignal: signal,
+      };
       return (await d.getContainer(ref.id).exec(body)).id;
     },
   });
@@ -82,7 +91,7 @@ export async function openExec(engine: Engine, ref: ContainerRef, options: ExecO
     timeoutMs: Math.max(1, openBy - Date.now()),
     run: (d, signal) => dialExec(d, id, tty, signal),
   });
-  return new DockerExecSession(engine, ref, id, marker, { tty, stdin }, socket, timeouts);
+  return new DockerExecSession(engine, ref, id, marker, { tty, stdin, user: options.user }, socket, timeouts);
 }
 
 /** POST /exec/{id}/start on a connection the engine hijacks: resolves with that connection. */
@@ -128,18 +137,21 @@ class DockerExecSession implements ExecSession {
   private outputEnded!: () => void;
   private outputFailed!: (err: unknown) => void;
   private outputRead = false;
+  /** The exec's user: the killer runs as it too, so it may signal what the exec started. */
+  private readonly user: string | undefined;
 
   constructor(
     private readonly engine: Engine,
     private readonly ref: ContainerRef,
     readonly id: string,
     private readonly marker: string,
-    mode: { tty: boolean; stdin: boolean },
+    mode: { tty: boolean; stdin: boolean; user: string | undefined },
     private readonly socket: Duplex,
     private readonly timeouts: ExecTimeouts,
   ) {
     this.tty = mode.tty;
     this.stdin = mode.stdin;
+    this.user = mode.user;
     // A broken connection surfaces through the output (and write()); never as an unhandled event.
     socket.on("error", () => undefined);
     const ended = new Promise<void>((resolve, reject) => {
@@ -245,7 +257,13 @@ class DockerExecSession implements ExecSession {
       missing: "container",
       timeoutMs: this.timeouts.openTimeoutMs,
       run: async (d, signal) => {
-        const killer = await d.getContainer(id).exec({ Cmd: ["sh", "-c", killScript, "sh", this.marker], AttachStdout: false, AttachStderr: false, abortSignal: signal });
+        const killer = await d.getContainer(id).exec({
+          Cmd: ["sh", "-c", killScript, "sh", this.marker],
+          AttachStdout: false,
+          AttachStderr: false,
+          ...(this.user !== undefined ? { User: this.user } : {}),
+          abortSignal: signal,
+        });
         const answer = (await killer.start({ Detach: true, abortSignal: signal })) as { resume?: () => void } | undefined;
         answer?.resume?.();
       },

@@ -63,7 +63,7 @@ export function dependencyPodsDemand(groups: Iterable<GroupUses>, readyNodes: re
     const nodes = Math.min(group.numInstances, ready.size);
     if (nodes <= 0) continue;
     for (const use of group.uses) {
-      const key = `${use.dependency}\n${use.scope}`;
+      const key = slotKey(use);
       const seen = spans.get(key);
       if (seen === undefined || seen.nodes < nodes) spans.set(key, { use, nodes });
     }
@@ -101,10 +101,11 @@ export interface DependencyDemandRecord {
   deleting: boolean;
 }
 
-/** A dependency's status as the check reads it: the slots that hold a pod. */
+/** A dependency's status as the check reads it: the nodes that hold a pod, by scope. */
 export interface DependencySlotsRecord {
   name: string;
-  slots: { node: string; scope: string }[];
+  /** Built once when the status is decoded, so a check looks a slot up instead of filtering every pod. */
+  nodesByScope: ReadonlyMap<string, readonly string[]>;
 }
 
 export function decodeDependencyDemand(kv: KeyValueLike): DependencyDemandRecord {
@@ -118,8 +119,15 @@ export function decodeDependencyDemand(kv: KeyValueLike): DependencyDemandRecord
 export function decodeDependencySlots(kv: KeyValueLike): DependencySlotsRecord {
   const v = JSON.parse(kv.value) as { pods?: unknown };
   const pods = v !== null && typeof v === "object" && Array.isArray(v.pods) ? (v.pods as { node?: unknown; namespace?: unknown }[]) : [];
-  const slots = pods.flatMap((p) => (p && typeof p.node === "string" ? [{ node: p.node, scope: typeof p.namespace === "string" ? p.namespace : "" }] : []));
-  return { name: nameOf(kv.key), slots };
+  const nodesByScope = new Map<string, string[]>();
+  for (const p of pods) {
+    if (!p || typeof p.node !== "string") continue;
+    const scope = typeof p.namespace === "string" ? p.namespace : "";
+    const nodes = nodesByScope.get(scope);
+    if (nodes === undefined) nodesByScope.set(scope, [p.node]);
+    else nodes.push(p.node);
+  }
+  return { name: nameOf(kv.key), nodesByScope };
 }
 
 export interface DependencyInformers {
@@ -142,35 +150,86 @@ export function factsOf(informers: DependencyInformers): DependencyFacts {
       const record = informers.specs.get(`${keys.depends}${dependency}`);
       return record === undefined || record.deleting ? undefined : record.demand;
     },
-    podNodes: (dependency, scope) =>
-      (informers.statuses.get(`${keys.dependStatus}${dependency}`)?.slots ?? []).filter((slot) => slot.scope === scope).map((slot) => slot.node),
+    podNodes: (dependency, scope) => informers.statuses.get(`${keys.dependStatus}${dependency}`)?.nodesByScope.get(scope) ?? [],
   };
+}
+
+type UsingGroup = { namespace: string; numInstances: number; deleting?: boolean; pod: { dependencies?: { podName: string; policy: "namespace" | "node" }[] } };
+
+/** One slot's users: how many stored groups use it, by their numInstances. */
+interface SlotUsers {
+  use: DependencyUse;
+  byInstances: Map<number, number>;
 }
 
 /**
  * The stored groups that list dependencies, kept from the podgroups informer (groups being
- * deleted left out), so a check walks only them.
+ * deleted left out), folded by slot as they change, so a check costs the number of slots, not
+ * the number of groups: a slot needs min(instances, ready nodes) pods for its widest user, and
+ * the max of min(n, R) over the users is min(max n, R), so the widest user's numInstances is all
+ * a check needs of a slot. The slot keeps its users' numInstances with counts (few distinct
+ * values), so one group can be left out (the group a request changes) without a walk.
  */
 export class DependencyUseIndex {
   private readonly byKey = new Map<string, GroupUses>();
+  private readonly slots = new Map<string, SlotUsers>();
   readonly close: () => void;
 
-  constructor(podGroups: Informer<{ name: string; namespace: string; numInstances: number; deleting?: boolean; pod: { dependencies?: { podName: string; policy: "namespace" | "node" }[] } }>) {
-    const set = (key: string, group: { namespace: string; numInstances: number; deleting?: boolean; pod: { dependencies?: { podName: string; policy: "namespace" | "node" }[] } }) => {
-      const uses = group.deleting ? [] : usesOf(group);
-      if (uses.length === 0) this.byKey.delete(key);
-      else this.byKey.set(key, { numInstances: group.numInstances, uses });
+  constructor(podGroups: Informer<{ name: string } & UsingGroup>) {
+    const set = (key: string, group: UsingGroup | undefined) => {
+      const old = this.byKey.get(key);
+      if (old !== undefined) this.fold(old, -1);
+      const uses = group === undefined || group.deleting ? [] : usesOf(group);
+      if (uses.length === 0) {
+        this.byKey.delete(key);
+        return;
+      }
+      const entry = { numInstances: group!.numInstances, uses };
+      this.byKey.set(key, entry);
+      this.fold(entry, 1);
     };
     this.close = podGroups.addEventHandler({
       onAdd: (group, key) => set(key, group),
       onUpdate: (_old, group, key) => set(key, group),
-      onDelete: (_group, key) => this.byKey.delete(key),
+      onDelete: (_group, key) => set(key, undefined),
     });
   }
 
-  /** Every stored group's uses except `name`'s. */
+  /**
+   * Every stored group's uses except `name`'s, folded: one entry per slot with the numInstances
+   * of its widest user (dependencyPodsDemand gives the same answer as with every group).
+   */
   othersThan(name: string): GroupUses[] {
-    const skip = keys.podGroup(name);
-    return [...this.byKey].filter(([key]) => key !== skip).map(([, uses]) => uses);
+    const skip = this.byKey.get(keys.podGroup(name));
+    const skipped = new Set(skip?.uses.map(slotKey));
+    const out: GroupUses[] = [];
+    for (const [key, slot] of this.slots) {
+      let widest = 0;
+      for (const [instances, count] of slot.byInstances) {
+        const left = skip !== undefined && instances === skip.numInstances && skipped.has(key) ? count - 1 : count;
+        if (left > 0 && instances > widest) widest = instances;
+      }
+      if (widest > 0) out.push({ numInstances: widest, uses: [slot.use] });
+    }
+    return out;
   }
+
+  private fold(group: GroupUses, delta: 1 | -1): void {
+    for (const use of group.uses) {
+      const key = slotKey(use);
+      let slot = this.slots.get(key);
+      if (slot === undefined) {
+        slot = { use, byInstances: new Map() };
+        this.slots.set(key, slot);
+      }
+      const count = (slot.byInstances.get(group.numInstances) ?? 0) + delta;
+      if (count > 0) slot.byInstances.set(group.numInstances, count);
+      else slot.byInstances.delete(group.numInstances);
+      if (slot.byInstances.size === 0) this.slots.delete(key);
+    }
+  }
+}
+
+function slotKey(use: DependencyUse): string {
+  return `${use.dependency}\n${use.scope}`;
 }

@@ -145,8 +145,12 @@ export function checkFeasibility(input: FeasibilityInput): Verdict {
   const fits = whole.some((node) => rankNodes([node], { request: addDemand(pod, deps?.onNode(node.name) ?? noDemand), filters: input.filters ?? [] }).length > 0);
   if (!fits) {
     const filtered = input.filters?.length ? " that matches the pod's filters" : "";
-    const least = deps ? whole.map((node) => deps.onNode(node.name)).sort((a, b) => a.memoryBytes - b.memoryBytes)[0] ?? noDemand : noDemand;
-    const withDeps = least.memoryBytes > 0 || least.nanoCpus > 0 ? ` (with the dependency pods it needs there: ${mib(pod.memoryBytes + least.memoryBytes)} and ${cpus(pod.nanoCpus + least.nanoCpus)})` : "";
+    // The smallest need of each resource on its own (the node with the least memory to add may not
+    // be the one with the least CPU): lower bounds, hence "at least".
+    const needs = deps ? whole.map((node) => deps.onNode(node.name)) : [];
+    const least = needs.length === 0 ? noDemand : { memoryBytes: Math.min(...needs.map((d) => d.memoryBytes)), nanoCpus: Math.min(...needs.map((d) => d.nanoCpus)) };
+    const withDeps =
+      least.memoryBytes > 0 || least.nanoCpus > 0 ? ` (with the dependency pods it needs there: at least ${mib(pod.memoryBytes + least.memoryBytes)} and ${cpus(pod.nanoCpus + least.nanoCpus)})` : "";
     return {
       ok: false,
       message: `one pod needs ${mib(pod.memoryBytes)} and ${cpus(pod.nanoCpus)} on one node${withDeps}; no ready node${filtered} has that much`,

@@ -39,10 +39,11 @@ export function canonicalSecretPath(path: string): string | undefined {
 }
 
 /**
- * Every spelling under which the secrets API may have stored the file whose canonical spelling is
- * `canonical`: itself, and for a file under /platform/app also its absolute form (records written
- * before the API stored canonical spellings). The API never took "." or empty segments, so there
- * are no others.
+ * The usual spellings under which the secrets API may have stored the file whose canonical
+ * spelling is `canonical`: itself, and for a file under /platform/app also its absolute form
+ * (records written before the API stored canonical spellings). Not all of them: the API once took
+ * a leading "//" (`//platform/app/x`, `//etc/token`), so a store may hold other spellings of the
+ * same file; whoever must find every one compares canonicalSecretPath of the stored paths.
  */
 export function secretPathSpellings(canonical: string): string[] {
   return canonical.startsWith("/") ? [canonical] : [canonical, `${appPrefix}${canonical}`];
@@ -69,7 +70,8 @@ export function secretPathProblem(path: string): string | undefined {
   const segments = path.split("/");
   if (segments.includes("..")) return "must not contain '..' segments (relative paths stay under /platform/app)";
   if (segments.includes(".")) return "must not contain '.' segments";
-  if (path === "/" || path.endsWith("/") || path.slice(1).includes("//")) return "must name a file: no empty segment, no trailing '/'";
+  // Any "//", a leading one included: a stored path must be one spelling of its file.
+  if (path === "/" || path.endsWith("/") || path.includes("//")) return "must name a file: no empty segment (no '//'), no trailing '/'";
   if (resolveSecretPath(path) === undefined) return `must name a file, not the application directory ${appDirectory}`;
   return undefined;
 }

@@ -27,8 +27,8 @@ import { notFound, readJsonBody } from "../http/index.ts";
 import { parseAddressQuery, parseGetQuery, readBodyText, recordFromBody } from "./params.ts";
 import { SecretCache } from "./cache.ts";
 import { onePerFile, SecretIntegrityError } from "./read.ts";
-import { secretPathSpellings } from "../resources/secret-path.ts";
-import { secretKey } from "./record.ts";
+import { sameSecretFile, secretPathSpellings } from "../resources/secret-path.ts";
+import { parseSecretKey, procSecretsPrefix, secretKey } from "./record.ts";
 import { SealedError, Vault } from "./vault.ts";
 
 export interface SecretsServiceOptions {
@@ -95,13 +95,14 @@ export function createSecretsService(opts: SecretsServiceOptions): SecretsServic
     const q = parseAddressQuery(c);
     const record = recordFromBody(await readBodyText(c));
     await authorize(who, q.app, true);
-    // q.path is the file's one spelling. A record of the same file stored under its other spelling
-    // (before the API stored one spelling) is replaced with it, in one transaction; reads would
-    // take the later write anyway (onePerFile), this keeps the store tidy. Such a record is looked
-    // for in the cache only: PUTs stay one batched write.
+    // q.path is the file's one spelling. A record of the same file stored under another spelling
+    // (before the API stored one spelling: `/platform/app/x`, `//platform/app/x`) is replaced with
+    // it, in one transaction; reads would take the later write anyway (onePerFile), this keeps the
+    // store tidy. Such a record is looked for in the cache only (every record, normally current):
+    // PUTs stay one batched write. One the cache does not hold yet stays until a DELETE.
     const key = secretKey(q.app, q.proc, q.path);
     const value = vault.encrypt(q.app, q.proc, q.path, record);
-    const others = secretPathSpellings(q.path).slice(1).map((p) => secretKey(q.app, q.proc, p)).filter((k) => cache.holds(k));
+    const others = cache.keysOfFile(q.app, q.proc, q.path).filter((k) => k !== key);
     const revision = others.length === 0 ? await writes.put(key, value) : (await store.txn([], [{ type: "put", key, value }, ...others.map((k) => ({ type: "delete" as const, key: k }))])).revision;
     cache.wrote(q.app, revision);
     // Debug, not info: one synchronous log write was 3 % of a PUT's CPU (docs/secrets.md, "Crypto
@@ -123,10 +124,12 @@ export function createSecretsService(opts: SecretsServiceOptions): SecretsServic
     const who = await admit(c);
     const q = parseAddressQuery(c);
     await authorize(who, q.app, true);
-    // Every spelling of the file goes (secretPathSpellings). One round trip: "all absent" is the
-    // compare, the deletes the failure branch, so a failed compare means a record existed and is
-    // now deleted (no read before the write).
-    const keys = secretPathSpellings(q.path).map((p) => secretKey(q.app, q.proc, p));
+    // Every spelling of the file goes: the usual ones (secretPathSpellings) and whatever else the
+    // proc's stored records spell it as (the API once took `//platform/app/x`), found by listing
+    // the proc's records (a DELETE is rare; a PUT does not list). Then one transaction: "all
+    // absent" is the compare, the deletes the failure branch, so a failed compare means a record
+    // existed and is now deleted.
+    const keys = [...new Set([...secretPathSpellings(q.path).map((p) => secretKey(q.app, q.proc, p)), ...(await storedKeysOfFile(store, q.app, q.proc, q.path))])];
     const { succeeded: absent, revision } = await store.txn(
       keys.map((key) => ({ key, target: "createRevision" as const, equals: 0 })),
       [],
@@ -162,4 +165,19 @@ export function createSecretsService(opts: SecretsServiceOptions): SecretsServic
   app.get("/v2/sys/status", async (c) => c.json(await vault.status()));
 
   return { app, vault, informers: [cache.informer as Informer<unknown>] };
+}
+
+/** The stored keys of `proc`'s records of the file `path` names, under any spelling; listed a page at a time. */
+async function storedKeysOfFile(store: Store, app: string, proc: string, path: string): Promise<string[]> {
+  const keys: string[] = [];
+  let startAfter: string | undefined;
+  for (;;) {
+    const page = await store.list(procSecretsPrefix(app, proc), { limit: 100, ...(startAfter !== undefined ? { startAfter } : {}) });
+    for (const kv of page.items) {
+      const address = parseSecretKey(kv.key);
+      if (address !== null && address.proc === proc && sameSecretFile(address.path, path)) keys.push(kv.key);
+    }
+    if (!page.more || page.items.length === 0) return keys;
+    startAfter = page.items[page.items.length - 1]!.key;
+  }
 }

@@ -85,6 +85,19 @@ export class SecretCache {
     this.writes.wrote(app, revision);
   }
 
+  /**
+   * The cached keys of `proc`'s records of the file `path` names, under any spelling (the API
+   * once stored `/platform/app/x` and `//platform/app/x` beside `x`).
+   */
+  keysOfFile(app: string, proc: string, path: string): string[] {
+    const keys: string[] = [];
+    for (const key of this.byApp.get(app) ?? []) {
+      const address = this.informer.get(key)?.address;
+      if (address != null && address.proc === proc && sameSecretFile(address.path, path)) keys.push(key);
+    }
+    return keys;
+  }
+
   /** True when the cache holds `key` now. */
   holds(key: string): boolean {
     return this.informer.get(key) !== undefined;

@@ -6,8 +6,9 @@
 //         addressed through app B); at most 128 characters, so it is a valid PodGroup name
 //   path  relative to /platform/app or absolute (api/resources/secret-path.ts): 1..4096
 //         characters, no control characters (NUL included), no "." or ".." segment, no empty
-//         segment ("a//b"), not ending in "/" (it names a file). It comes out in its one spelling
-//         (canonicalSecretPath): `/platform/app/secret.conf` is the record `secret.conf`
+//         segment ("a//b", or a leading "//"), not ending in "/" (it names a file). It comes
+//         out in its one spelling (canonicalSecretPath): `/platform/app/secret.conf` is the
+//         record `secret.conf`
 //   mode  octal, 3 digits or 4 starting with 0 (no setuid, setgid, sticky); owner and group: root,
 //         the spec's only owner of secret files at runtime
 import { z } from "zod";

@@ -19,6 +19,7 @@ import { waitFor } from "../wait.ts";
 import { applyOne } from "./apply.ts";
 import { registryOptionDef } from "../build-options.ts";
 import { releaseImage } from "../release-image.ts";
+import { clusterOrchestratorHttp, syncNotifyRoutes } from "../notify-routes.ts";
 
 const defs: OptionDef[] = [
   { name: "file", short: "f", type: "string", help: "the application definition (YAML)", default: "app.yaml" },
@@ -66,6 +67,10 @@ export async function run(argv: string[]): Promise<number> {
     if (!definition.web) throw new CommandFailure(`${o.file}: no web proc (web.cmd) to deploy`);
     const clients = clusterClients(cluster!, args.options);
     await checkReady(clients, definition);
+    // The definition's notify map becomes the app's routes before the deploy, so its own events are
+    // routed too (docs/notify.md).
+    const routes = await syncNotifyRoutes(clusterOrchestratorHttp(cluster!, args.options), definition);
+    if (routes !== "unchanged") process.stdout.write(`notify routes of ${definition.appname} ${routes}\n`);
 
     const name = webProcFullName(definition.appname);
     const port = definition.web.port ?? (await currentPort(clients.orchestrator, name)) ?? randomInt(autoPortRange[0], autoPortRange[1]);

@@ -25,6 +25,7 @@ import { LeaderElector } from "../../runtime/leaderelection.ts";
 import { createLogger } from "../../runtime/log.ts";
 import { formatDuration } from "../duration.ts";
 import { parseArgs, usage, UsageError, type OptionDef, type OptionValues } from "../options.ts";
+import { jsonAliasDef, outputFormat, outputOptionDef } from "../output-option.ts";
 import { storeConnectionFromOptions, storeConnectionOptionDefs } from "../store-options.ts";
 import { loadConfig, openDriver, printProblems, registryLeaderKey } from "./registry.ts";
 
@@ -39,7 +40,8 @@ const runDefs: OptionDef[] = [
   { name: "delete-untagged", short: "m", type: "bool", help: "also delete manifests no tag points at (index children and referrers of kept manifests stay)" },
   { name: "grace", type: "duration", help: "keep unreferenced blobs touched or written more recently than this (0s for a registry known to be idle)", default: "1h" },
   { name: "untagged-grace", type: "duration", help: "with -delete-untagged: only manifests untagged at least this long (default 0s: as distribution)" },
-  { name: "json", type: "bool", help: "print the run record (with its report) as JSON" },
+  outputOptionDef(["table", "json"], "the run record, with its report"),
+  jsonAliasDef,
   { name: "timeout", type: "duration", help: "give up waiting for the report after this long", default: "6h" },
 ];
 
@@ -64,6 +66,7 @@ export async function gcCommand(argv: string[]): Promise<number> {
   }
   if (args.positionals.length > 0) throw new UsageError(`unexpected argument "${args.positionals[0]}" (the config file is -config FILE)`);
   const o = args.options;
+  const json = outputFormat(o, ["table", "json"]) === "json";
   let config: RegistryConfig | undefined;
   if (typeof o.config === "string") {
     const loaded = loadConfig(o.config);
@@ -84,7 +87,7 @@ export async function gcCommand(argv: string[]): Promise<number> {
       process.stdout.write(`${run.id}\n`);
       return 0;
     }
-    return printRun(await follow(store, run, o.timeout as number), o.json === true);
+    return printRun(await follow(store, run, o.timeout as number), json);
   } finally {
     await store.close();
   }
@@ -114,6 +117,7 @@ export async function garbageCollectCommand(argv: string[]): Promise<number> {
   }
   const config = loaded.config;
   const o = args.options;
+  const json = outputFormat(o, ["table", "json"]) === "json";
   if (config.storage.driver === "s3" && typeof o.store !== "string") {
     // A guessed store would be one no registry writes its touches to: collecting on it while
     // registries serve the bucket is exactly the offline collector's danger.
@@ -153,7 +157,7 @@ export async function garbageCollectCommand(argv: string[]): Promise<number> {
     if (!here) {
       process.stderr.write("a registry is serving this storage: the run is handed to it\n");
       const run = await createRun(store, options, "cli garbage-collect");
-      return printRun(await follow(store, run, o.timeout as number), o.json === true);
+      return printRun(await follow(store, run, o.timeout as number), json);
     }
     driver = openDriver(config.storage, file);
     const writer = elector ? fencedStore(store, () => elector!.fence()) : store;
@@ -169,7 +173,7 @@ export async function garbageCollectCommand(argv: string[]): Promise<number> {
       log,
     });
     const record: RunRecord = { id: "local", options, requestedAt: report.startedAt, requestedBy: "cli garbage-collect", state: "done", report };
-    return printRun(record, o.json === true);
+    return printRun(record, json);
   } finally {
     await driver?.close().catch(() => {});
     await elector?.stop().catch(() => {});

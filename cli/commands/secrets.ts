@@ -2,6 +2,7 @@
 // one process. `capstan secrets init|unseal|seal|status` are the client commands of its seal life
 // cycle (./secrets-sys.ts).
 import { createLogger } from "../../runtime/log.ts";
+import { leaseTimings, orchestratorOptionDefs } from "../orchestrator-options.ts";
 import { authFromOptions, authOptionDefs } from "../auth-options.ts";
 import { parseArgs, usage, type OptionDef } from "../options.ts";
 import { installSecrets, secretsLeaderKey, unsealKeyFileOption } from "../secrets.ts";
@@ -20,6 +21,8 @@ const defs: OptionDef[] = [
   clusterOption,
   ...dockerTlsOptionDefs,
   historyOption,
+  // The secrets leader key's lease, as the orchestrator's (`capstan up` gives its -lease-duration to both).
+  orchestratorOptionDefs.find((d) => d.name === "lease-duration")!,
   unsealKeyFileOption,
 ];
 
@@ -39,10 +42,10 @@ export async function run(argv: string[]): Promise<number> {
     );
     return 0;
   }
-  const o = args.options as { web: string; store: string; cluster: string; history: number; "unseal-key-file"?: string };
+  const o = args.options as { web: string; store: string; cluster: string; history: number; "lease-duration": number; "unseal-key-file"?: string };
   const unsealKeyFile = o["unseal-key-file"]?.trim() || undefined;
   return serve(
-    { name: "secrets", web: o.web, tls: tlsFromOptions(args.options), storeUrl: o.store, storeConnection: storeConnectionFromOptions(args.options), cluster: o.cluster, clusterTls: dockerTlsFromOptions(args.options), historyMs: o.history, auth: authFromOptions(args.options), leaderKey: secretsLeaderKey, log: createLogger("secrets") },
+    { name: "secrets", web: o.web, tls: tlsFromOptions(args.options), storeUrl: o.store, storeConnection: storeConnectionFromOptions(args.options), cluster: o.cluster, clusterTls: dockerTlsFromOptions(args.options), historyMs: o.history, auth: authFromOptions(args.options), leaderKey: secretsLeaderKey, lease: leaseTimings(o["lease-duration"]), log: createLogger("secrets") },
     async (ctx) => {
       await installSecrets(ctx, unsealKeyFile === undefined ? undefined : { file: unsealKeyFile, required: true });
     },

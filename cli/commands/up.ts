@@ -21,6 +21,8 @@
 //
 // The leader key is the orchestrator's: `capstan up` and `capstan orchestrator` processes sharing
 // one etcd then elect a single leader between them, instead of both running the controllers.
+// Secret-sync and the store compactor campaign under keys of their own (docs/runtime.md, "Work
+// under its own leader key"), so an `up` beside a `capstan secrets` runs one Secret-sync between them.
 import { installWebConsole, publicUrlOf, webConsoleOptionDefs } from "../web-console.ts";
 import { mkdirSync } from "node:fs";
 import { hostname } from "node:os";

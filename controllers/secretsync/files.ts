@@ -4,7 +4,7 @@
 import type { ArchiveFile } from "../../adapters/cluster/index.ts";
 import { secretModeBits, secretModeProblem } from "../../api/resources/secret-mode.ts";
 import { appDirectory, resolveSecretPath } from "../../api/resources/secret-path.ts";
-import { digestOf, type InstalledFile } from "./marker.ts";
+import { digestOf, type InstalledFile, type Marker } from "./marker.ts";
 import type { SecretFileRecord } from "./vault.ts";
 
 export { appDirectory, resolveSecretPath };
@@ -73,4 +73,27 @@ export function planInstall(proc: string, listed: readonly string[], written: Re
 export function filesToRemove(present: readonly string[], written: ReadonlyMap<string, SecretFileRecord>): string[] {
   const byFile = recordsByFile(written);
   return present.filter((target) => !byFile.has(target));
+}
+
+/**
+ * The marker (reconciler.ts, S6) to write before removing `gone` from a container, or undefined
+ * when `current` already names none of them in `files`. A listed file whose record is gone makes the plan the
+ * "not written" error, the marker the final bookkeeping writes too; otherwise the files keep their
+ * entries but those of `gone`.
+ */
+export function removalIntent(
+  current: Marker | undefined,
+  podGroup: string,
+  gone: readonly string[],
+  plan: Plan,
+): Pick<Marker, "podGroup" | "files" | "error"> | undefined {
+  if (current === undefined || current.error !== undefined) return undefined;
+  const goneSet = new Set(gone);
+  const lands = (p: string) => {
+    const target = resolveSecretPath(p);
+    return target !== undefined && goneSet.has(target);
+  };
+  if (!current.files.some((f) => lands(f.path))) return undefined;
+  if (plan.kind === "error") return { podGroup, files: [], error: plan.error };
+  return { podGroup, files: current.files.filter((f) => !lands(f.path)) };
 }

@@ -20,9 +20,14 @@
 // - S4 a marker is deleted only when its container is gone from the cache, which keeps the
 //   containers of an unreachable node (ContainerCache I4): "unknown" is never taken for "gone".
 // - S5 a file this controller put into a container (the marker's `present`) whose record is
-//   deleted leaves the container: removed with `rm` when the container runs and can, else emptied
-//   (its content replaced by nothing, which works in any state) and removed once it runs; the
-//   marker says so only after.
+//   deleted leaves the container: removed with `rm` (run as root) when the container runs and
+//   can, else emptied (its content replaced by nothing, which works in any state) and removed once
+//   it runs. Intent first: before the container is touched, the marker stops covering the file
+//   (S6); `present` and `emptied` lose it only after.
+// - S6 a marker never covers (S3) a file that may be missing or empty: a removal is persisted as
+//   intent (the file out of `files`, still in `present`) before the rm or the emptying, so a
+//   removal whose final marker write never lands (timeout, kill, leadership lost) leaves a marker
+//   that does not cover the file, and the same secret written again is uploaded again.
 import type { ContainerCache, CachedContainer } from "../../adapters/cluster/container-cache.ts";
 import { buildTar, EngineError, InvalidRequestError, NotFoundError, type Cluster } from "../../adapters/cluster/index.ts";
 import type { Store } from "../../adapters/store/store.ts";
@@ -31,7 +36,7 @@ import { withDeadline } from "../../runtime/deadline.ts";
 import type { Informer } from "../../runtime/informer.ts";
 import type { ReconcileContext, Result } from "../../runtime/result.ts";
 import { isPreviousContainer } from "../shared/previous.ts";
-import { filesToRemove, planInstall } from "./files.ts";
+import { filesToRemove, planInstall, removalIntent } from "./files.ts";
 import { decodeMarker, markerCovers, markerHasError, presentFiles, samePaths, type Marker, type MarkerEntry } from "./marker.ts";
 import { appOf, listsSecrets, type SpecEntry } from "./specs.ts";
 import type { SecretFileRecord, SyncVault } from "./vault.ts";
@@ -129,7 +134,7 @@ export class SecretSyncReconciler {
     records: ReadonlyMap<string, SecretFileRecord>,
     ctx: ReconcileContext,
   ): Promise<void> {
-    const current = this.o.markers.get(this.o.markerKey(c.id))?.marker;
+    let current = this.o.markers.get(this.o.markerKey(c.id))?.marker;
     // S5: files whose record was deleted go first, whatever the rest of the plan.
     const before = presentFiles(current);
     const gone = filesToRemove(before, records);
@@ -137,7 +142,11 @@ export class SecretSyncReconciler {
     // Emptied earlier (the container could not run rm then): removed once it runs. A file whose
     // record is back is no longer ours to remove: it is installed again, or was never listed.
     let emptied = filesToRemove(current?.emptied ?? [], records);
+    const plan = planInstall(name, listed, records);
     if (gone.length > 0) {
+      // S6: persist the intent before acting; this marker's `files` name none of `gone`.
+      const intent = removalIntent(current, name, gone, plan);
+      if (intent !== undefined) current = await this.writeMarker(c, { ...intent, present: before, ...(current?.emptied?.length ? { emptied: current.emptied } : {}) }, ctx);
       if ((await this.removeFiles(c, gone, ctx)) === "emptied") emptied = [...new Set([...emptied, ...gone])];
     } else if (emptied.length > 0 && c.state === "running") {
       // One try: an image without rm keeps the empty file (docs/secret-sync.md, "Deleted secrets").
@@ -147,7 +156,6 @@ export class SecretSyncReconciler {
     const bookkeeping = { present, ...(emptied.length > 0 ? { emptied } : {}) };
     const sameBookkeeping = current?.present !== undefined && samePaths(before, present) && samePaths(current.emptied ?? [], emptied);
 
-    const plan = planInstall(name, listed, records);
     if (plan.kind === "error") {
       if (markerHasError(current, name, plan.error) && sameBookkeeping) return;
       ctx.log.info({ container: c.id, error: plan.error }, "secret files cannot be installed");
@@ -181,7 +189,7 @@ export class SecretSyncReconciler {
 
   /**
    * S5: takes files out of a container. A running container runs `rm -f` (no shell); when it
-   * cannot (not running, no `rm` in the image, a user that may not delete there), each file is
+   * cannot (not running, no `rm` in the image, a filesystem that refuses), each file is
    * emptied instead through the archive upload, which works in every state and needs nothing in
    * the image: the secret's content is gone either way, and an emptied file stays as an empty,
    * root-only (400) file until the container runs (the marker's `emptied`). Only a failure to
@@ -207,7 +215,8 @@ export class SecretSyncReconciler {
   /** `rm -f -- paths` in the running container: true when it exited 0. */
   private async runRm(ref: { node: string; id: string }, paths: string[], ctx: ReconcileContext): Promise<boolean> {
     try {
-      const session = await this.o.cluster.exec(ref, { cmd: ["rm", "-f", "--", ...paths], signal: ctx.signal });
+      // As root: the files are root's (0400), and an image's non-root user may not delete them.
+      const session = await this.o.cluster.exec(ref, { cmd: ["rm", "-f", "--", ...paths], user: "0", signal: ctx.signal });
       try {
         const ran = (async () => {
           for await (const _frames of session.output) {
@@ -226,12 +235,13 @@ export class SecretSyncReconciler {
     }
   }
 
-  private async writeMarker(c: CachedContainer, m: Omit<Marker, "at" | "node">, ctx: ReconcileContext): Promise<void> {
+  private async writeMarker(c: CachedContainer, m: Omit<Marker, "at" | "node">, ctx: ReconcileContext): Promise<Marker> {
     const marker: Marker = { ...m, at: new Date(this.o.now()).toISOString(), node: c.node };
     const result = await this.o.store.put(this.o.markerKey(c.id), JSON.stringify(marker));
     // Read-your-own-writes: the next reconcile of the group compares against this marker, not an
     // older one (which would upload the same files again). A slow informer only costs that upload.
     await this.o.markers.waitForRevision(result.revision, ctx.signal, this.o.callTimeoutMs).catch(() => {});
+    return marker;
   }
 
   /** S4: the container is gone from the cache (not merely unknown): its marker goes too. */

@@ -42,7 +42,7 @@ describe("docs/deploy.md's example app", () => {
     const block = fencedBlocks("docs/deploy.md", page).find((b) => b.lang === "yaml" && b.body[0]?.startsWith("appname:"));
     expect(block, "docs/deploy.md has an app.yaml block").toBeDefined();
     const text = block!.body.join("\n").replace(/^appname: *\S+/m, `appname: ${app}`);
-    const definition = parse(text) as { web: { secret_files?: string[] } };
+    const definition = parse(text) as { web: { secret_files?: string[] }; notify?: Record<string, string> };
     writeFileSync(join(dir, "app.yaml"), text);
 
     // The secrets service: capstan up may have initialized and unsealed it already.
@@ -64,6 +64,11 @@ describe("docs/deploy.md's example app", () => {
     }
     const deployed = await capstan(["deploy", "prod", "-f", join(dir, "app.yaml"), "-image", "capstan/busybox:latest", "-network", "none", "-wait", "-timeout", "90s"]);
     expect(deployed.code, `${deployed.stdout}\n${deployed.stderr}`).toBe(0);
+    // The definition's notify map is now the app's routes (docs/notify.md).
+    expect(deployed.stdout).toContain(`notify routes of ${app} set`);
+    const routes = await capstan(["notify", "routes", app, "-context", "prod", "-o", "json"]);
+    expect(routes.code, routes.stderr).toBe(0);
+    expect((JSON.parse(routes.stdout) as { routes: Record<string, string> }).routes).toEqual(definition.notify);
 
     // The web proc answers on $PORT inside its container.
     const group = JSON.parse((await capstan(["get", "podgroup", `${app}.web.web`, "-context", "prod", "-o", "json"])).stdout) as {

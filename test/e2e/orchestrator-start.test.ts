@@ -137,5 +137,7 @@ describe("capstan orchestrator on a fresh etcd", () => {
     await pollUntil("scaled to 0", async () => (await containersOf(name)).length === 0, 90_000, 250);
     expect(stderr).not.toContain("MaxListenersExceededWarning");
     expect(stdout).not.toContain("MaxListenersExceededWarning");
+    // Nor a pile-up of abort waiters behind the shared listener (runtime/abort-fanout.ts).
+    expect(stderr).not.toContain("AbortWaitersWarning");
   }, 200_000);
 });

@@ -217,6 +217,10 @@ export class FakeCluster implements Cluster {
 
   // ---- Cluster ----------------------------------------------------------------------------------
 
+  get nodeNames(): string[] {
+    return this.nodeList.map((node) => node.name);
+  }
+
   async nodes(options?: CallOptions): Promise<NodeResources[]> {
     return this.call("nodes", undefined, undefined, options, () =>
       this.nodeList.map((node) => {

@@ -5,6 +5,7 @@
 // closes; close() must.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConflictError, DockerCluster, InvalidRequestError, NotFoundError, type ContainerRef, type ExecSession, type LogFrame } from "../../../adapters/cluster/index.ts";
+import { pollUntil } from "../../helpers/poll.ts";
 import { loadServices, uniqueName } from "../../helpers/services.ts";
 
 const services = loadServices();
@@ -62,6 +63,18 @@ describe("Cluster.exec", () => {
     await size.resize(132, 43);
     await size.write(Buffer.from("\n"));
     expect((await sized).stdout).toBe("\r\n43 132\r\n");
+  });
+
+  it("runs as the given user, the container's own without one; close() still kills a root exec of a non-root container", async () => {
+    const box = await cluster.create("n2", `${run}-nobody`, { image: services.testImage, user: "65534", cmd: ["sleep", "3600"], networkMode: "none", labels: { [testLabel]: run } });
+    await cluster.start(box);
+    expect((await finish(await cluster.exec(box, { cmd: ["id", "-u"] }))).stdout).toBe("65534\n");
+    expect((await finish(await cluster.exec(box, { cmd: ["id", "-u"], user: "0" }))).stdout).toBe("0\n");
+    const s = await cluster.exec(box, { cmd: ["sh", "-c", "sleep 3107"], user: "0" });
+    const ps = async () => (await finish(await cluster.exec(box, { cmd: ["ps", "-o", "pid,args"] }))).stdout.split("\n").filter((l) => l.includes("sleep 3107"));
+    await pollUntil("root sleep runs", async () => (await ps()).length > 0, 10_000, 100);
+    await s.close();
+    expect(await ps()).toEqual([]);
   });
 
   it("close() kills the command and what it started, once the engine reports it gone", async () => {

@@ -87,7 +87,7 @@ export class DriftHarness {
     // Reconnects at most 1 s apart, so an engine that comes back is seen back within a second.
     const cluster = DockerCluster.fromSpec(services.cluster, { events: { backoff: { maxMs: 1_000 } } });
     installOrchestrator(
-      { store, cluster, manager, elector, log: silentLogger, access: openAccess, verifier: new TokenVerifier({ store }) },
+      { store, cluster, manager, elector, underLeaderKey: () => ({ add: (r) => manager.add(r), fence: () => elector.fence() }), log: silentLogger, access: openAccess, verifier: new TokenVerifier({ store }) },
       { updateWaitMs: 500, refreshIntervalMs: 2_000, workers: 8, dependsGcMs: 300_000, nodeTimeoutMs: this.opts.nodeTimeoutMs ?? 60_000 },
     );
     await manager.start();

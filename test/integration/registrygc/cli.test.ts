@@ -55,14 +55,16 @@ describe("capstan registry garbage-collect and gc", () => {
     expect((await client.req("GET", `/v2/app/gone/blobs/${digestOf(gone.blobs[1]!)}`)).status).toBe(200);
 
     // The default grace keeps what was pushed a moment ago.
+    // -json is the deprecated spelling of -o json: it still works and says so.
     const graceful = await capstan(["registry", "gc", "-config", config, "-json"]);
     expect(graceful.code, graceful.stderr).toBe(0);
+    expect(graceful.stderr).toContain("-json is deprecated: use -o json");
     const kept = JSON.parse(graceful.stdout) as { state: string; report: { blobsDeleted: number; pending: number; mode: string } };
     expect(kept.state).toBe("done");
     expect(kept.report.blobsDeleted).toBe(0);
     expect(kept.report.pending).toBe(garbage.length);
 
-    const real = await capstan(["registry", "gc", "-config", config, "-grace", "0s", "-json"]);
+    const real = await capstan(["registry", "gc", "-config", config, "-grace", "0s", "-o", "json"]);
     expect(real.code, real.stderr).toBe(0);
     const report = (JSON.parse(real.stdout) as { report: { mode: string; deleted: { digest: string }[] } }).report;
     expect(report.mode).toBe("incremental");
@@ -87,6 +89,9 @@ describe("capstan registry garbage-collect and gc", () => {
     expect(local.stderr).not.toContain("handed to it");
     expect(local.stdout).toMatch(/full run: 2 of 2 repositories read/);
     expect(local.stdout).toMatch(/deleted 0 blobs/);
+    const localJson = await capstan(["registry", "garbage-collect", "-o", "json", "-grace", "0s", config]);
+    expect(localJson.code, localJson.stderr).toBe(0);
+    expect(JSON.parse(localJson.stdout)).toMatchObject({ id: "local", state: "done", report: { mode: "full", repositories: 2 } });
   }, 120_000);
 
   it("refuses bad options naming them", async () => {
@@ -94,6 +99,9 @@ describe("capstan registry garbage-collect and gc", () => {
     const r = await capstan(["registry", "gc", "-config", config, "-grace", "soon"]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain("-grace");
+    const o = await capstan(["registry", "gc", "-config", config, "-o", "yaml"]);
+    expect(o.code).toBe(2);
+    expect(o.stderr).toContain('-output: "yaml" is not table or json');
     const none = await capstan(["registry", "garbage-collect"]);
     expect(none.code).toBe(2);
     expect(none.stderr).toContain("config file");

@@ -231,6 +231,27 @@ describe("secrets", () => {
     expect(await store.get(secretKey(appA, procA2, "legacy.conf"))).toBeNull();
   });
 
+  it("records stored under a leading // before it was refused: a PUT replaces them, a DELETE of the file removes them", async () => {
+    const put = (path: string, content: string) => store.put(secretKey(appA, procA2, path), service.vault.encrypt(appA, procA2, path, { content, owner: "root", group: "root", mode: "400" }));
+    const appKey = secretKey(appA, procA2, "//platform/app/slashed.conf");
+    const etcKey = secretKey(appA, procA2, "//etc/slashed-token");
+    await put("//platform/app/slashed.conf", secret("slashed-app"));
+    await cacheReaches((await put("//etc/slashed-token", secret("slashed-etc"))).revision);
+    // DELETE of the file's spelling removes the // record too (and says a record existed).
+    expect(await api("DELETE", q({ app: appA, proc: procA2, path: "slashed.conf" }), { token: tokens.alice })).toMatchObject({ status: 200, body: { path: "slashed.conf", deleted: true } });
+    expect(await store.get(appKey)).toBeNull();
+    expect(await api("DELETE", q({ app: appA, proc: procA2, path: "/etc/slashed-token" }), { token: tokens.alice })).toMatchObject({ status: 200, body: { deleted: true } });
+    expect(await store.get(etcKey)).toBeNull();
+    expect(((await api("GET", q({ app: appA, proc: procA2 }), { token: tokens.alice })).body as unknown as { path: string }[]).filter((r) => r.path.includes("slashed"))).toEqual([]);
+    // A PUT of the file replaces a // record the cache holds, in the same transaction.
+    await cacheReaches((await put("//platform/app/slashed.conf", secret("slashed-old"))).revision);
+    const fresh = secret("slashed-new");
+    expect((await api("PUT", q({ app: appA, proc: procA2, path: "slashed.conf" }), { token: tokens.alice, body: fresh })).status).toBe(200);
+    expect(await store.get(appKey)).toBeNull();
+    expect(((await api("GET", q({ app: appA, proc: procA2, path: "slashed.conf" }), { token: tokens.alice })).body as unknown as { content: string }[]).map((r) => r.content)).toEqual([fresh]);
+    await api("DELETE", q({ app: appA, proc: procA2, path: "slashed.conf" }), { token: tokens.alice });
+  });
+
   it("a record stored with another owner or a setuid mode before those were refused still reads", async () => {
     const content = secret("oldmode");
     await cacheReaches((await store.put(secretKey(appA, procA2, "oldmode"), service.vault.encrypt(appA, procA2, "oldmode", { content, owner: "1000", group: "1000", mode: "7777" }))).revision);
@@ -351,6 +372,8 @@ describe("secrets", () => {
       { what: "path too long", method: "PUT", params: { app: appA, proc: procA, path: "a".repeat(4097) }, body: { content: "c" }, field: "path" },
       { what: "path a directory", method: "PUT", params: { app: appA, proc: procA, path: "conf/" }, body: { content: "c" }, field: "path" },
       { what: "path the app directory", method: "PUT", params: { app: appA, proc: procA, path: "/platform/app" }, body: { content: "c" }, field: "path" },
+      { what: "path with a leading //", method: "PUT", params: { app: appA, proc: procA, path: "//etc/token" }, body: { content: "c" }, field: "path" },
+      { what: "DELETE path with a leading //", method: "DELETE", params: { app: appA, proc: procA, path: "//platform/app/x" }, field: "path" },
       { what: "path escaping the app directory", method: "PUT", params: { app: appA, proc: procA, path: "/platform/app/../etc/x" }, body: { content: "c" }, field: "path" },
       { what: "app given twice", method: "PUT", params: `app=${appA}&app=${appB}&proc=${procA}&path=p`, body: { content: "c" }, field: "app" },
       { what: "mode not octal", method: "PUT", params: { app: appA, proc: procA, path: "p" }, body: { content: "c", mode: "999" }, field: "mode" },

@@ -135,18 +135,35 @@ describe("secret-sync", () => {
     await h.until("marker without error", async () => (await h.marker(running.id))?.error === undefined);
   });
 
-  it("a deleted secret in a running container that cannot rm it (its user may not) is emptied, and not retried for ever", async () => {
+  it("a deleted secret leaves a running container whose user is not root (rm runs as root)", async () => {
+    const proc = h.proc("nonroot");
+    await putSecret(proc, "r.txt", "nonroot-content-8d1");
+    await h.putSpec(proc, [["r.txt"]]);
+    const ref = await h.container(proc, "n1", 0, "65534");
+    await h.cluster.start(ref);
+    await h.until("installed", async () => (await h.marker(ref.id))?.files.length === 1);
+    await h.deleteSecret(proc, "r.txt");
+    await h.until("removed", async () => (await exec(ref, "test -e /platform/app/r.txt && echo there || echo gone")) === "gone\n", 10_000);
+    const m = await h.until("error marker", async () => {
+      const x = await h.marker(ref.id);
+      return x?.error !== undefined ? x : undefined;
+    });
+    expect(m).toMatchObject({ present: [], error: `secret file r.txt is not written for ${proc}` });
+    expect(m.emptied).toBeUndefined();
+  });
+
+  it("a deleted secret in a running container that cannot rm it (no rm on its PATH) is emptied, and not retried for ever", async () => {
     const proc = h.proc("norm");
     await putSecret(proc, "n.txt", "cannot-rm-content-2e8");
     await h.putSpec(proc, [["n.txt"]]);
-    const ref = await h.container(proc, "n1", 0, "65534");
+    const ref = await h.container(proc, "n1", 0, undefined, ["PATH=/nonexistent"]);
     await h.cluster.start(ref);
     await h.until("installed", async () => (await h.marker(ref.id))?.files.length === 1);
     await h.deleteSecret(proc, "n.txt");
     await h.until("emptied", async () => (await readFileOf(ref, "/platform/app/n.txt"))?.content === "", 10_000);
-    const m = await h.until("error marker", async () => {
+    const m = await h.until("error marker with emptied", async () => {
       const x = await h.marker(ref.id);
-      return x?.error !== undefined ? x : undefined;
+      return x?.emptied !== undefined ? x : undefined;
     });
     expect(m).toMatchObject({ present: [], emptied: ["/platform/app/n.txt"], error: `secret file n.txt is not written for ${proc}` });
     // The container runs again (a restart): one more rm, which fails the same way; then the empty
@@ -155,6 +172,38 @@ describe("secret-sync", () => {
     await h.cluster.start(ref);
     await h.until("marker settles without emptied", async () => (await h.marker(ref.id))?.emptied === undefined, 10_000);
     expect(await readFileOf(ref, "/platform/app/n.txt")).toMatchObject({ content: "" });
+  });
+
+  it("a removal whose final marker write is lost still reinstalls the same secret written again (intent first)", async () => {
+    const proc = h.proc("lost");
+    await putSecret(proc, "l.txt", "lost-write-content-6b0");
+    await h.putSpec(proc, [["l.txt"]]);
+    const ref = await h.container(proc, "n1");
+    await h.cluster.start(ref);
+    await h.until("installed", async () => (await h.marker(ref.id))?.files.length === 1);
+    // Every marker write of this container that no longer lists the file in `present` (the
+    // bookkeeping after the rm) is lost, for the whole test: a retry racing the next PUT cannot
+    // land one either.
+    let lost = 0;
+    h.failMarkerPut = (key, value) => {
+      if (!key.endsWith(ref.id) || (JSON.parse(value) as { present?: string[] }).present?.includes("/platform/app/l.txt") !== false) return false;
+      lost++;
+      return true;
+    };
+    try {
+      await h.deleteSecret(proc, "l.txt");
+      await h.until("removed", async () => (await exec(ref, "test -e /platform/app/l.txt && echo there || echo gone")) === "gone\n", 10_000);
+      await h.until("a bookkeeping write lost", async () => lost > 0);
+      // The same content and mode again: the same digest as the old marker's.
+      await putSecret(proc, "l.txt", "lost-write-content-6b0");
+      await h.until("installed again", async () => (await exec(ref, "cat /platform/app/l.txt 2>&1")) === "lost-write-content-6b0", 10_000);
+      await h.until("marker covers it", async () => {
+        const m = await h.marker(ref.id);
+        return m?.error === undefined && m?.files.length === 1 && m.present?.includes("/platform/app/l.txt");
+      });
+    } finally {
+      h.failMarkerPut = undefined;
+    }
   });
 
   it("a secret written under one spelling satisfies a pod listing the other, both ways", async () => {

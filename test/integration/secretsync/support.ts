@@ -42,6 +42,11 @@ export class Harness {
   private readonly uploadCounts = new Map<string, number>();
   private manager: Manager | undefined;
   ss: SecretSyncController | undefined;
+  /**
+   * When set, a marker write (key, value) for which it returns true fails as a lost write would
+   * (the controller's store throws; nothing is stored).
+   */
+  failMarkerPut: ((key: string, value: string) => boolean) | undefined;
   /** Every line the controller logged (checked for secret content). */
   readonly logLines: string[] = [];
   private readonly log: Logger = pino({ level: "trace" }, { write: (line: string) => void this.logLines.push(line) });
@@ -96,8 +101,22 @@ export class Harness {
         return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
       },
     });
+    const fenced = fencedStore(this.store, () => elector.fence());
+    // The fenced store, failing the marker writes failMarkerPut picks.
+    const failing = new Proxy(fenced, {
+      get: (target, prop, receiver) => {
+        if (prop === "put") {
+          return (...args: Parameters<typeof fenced.put>) => {
+            if (this.failMarkerPut?.(args[0], args[1]) === true) return Promise.reject(new Error("marker write lost (test)"));
+            return target.put(...args);
+          };
+        }
+        const v: unknown = Reflect.get(target, prop, receiver);
+        return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
     this.ss = createSecretSyncController({
-      store: fencedStore(this.store, () => elector.fence()),
+      store: failing,
       cluster: counting,
       vault: this.vault,
       readSecrets,
@@ -172,11 +191,12 @@ export class Harness {
   }
 
   /** A container labelled as instance 0 of `group` (container index `index`), created, not started. */
-  async container(group: string, node = "n1", index = 0, user?: string): Promise<ContainerRef> {
+  async container(group: string, node = "n1", index = 0, user?: string, env?: string[]): Promise<ContainerRef> {
     return this.cluster.create(node, `${group}.v1-i0-d0${index > 0 ? `-c${index}` : ""}-${Math.random().toString(36).slice(2, 6)}`, {
       image: services.testImage,
       ...(user !== undefined ? { user } : {}),
-      cmd: ["sleep", "3600"],
+      ...(env !== undefined ? { env } : {}),
+      cmd: ["/bin/sleep", "3600"],
       networkMode: "none",
       labels: {
         "io.capstan.podgroup": group,

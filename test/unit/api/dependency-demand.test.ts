@@ -137,9 +137,19 @@ describe("checkFeasibility with dependency pods", () => {
     const missingEverywhere = deps(0, 400 * MiB, 1, () => 400 * MiB);
     const verdict = checkFeasibility({ nodes, others: none, after: g(1, 700 * MiB), dependencies: missingEverywhere });
     expect(verdict).toMatchObject({ ok: false });
-    expect(!verdict.ok && verdict.message).toBe("one pod needs 700 MiB and 0 CPUs on one node (with the dependency pods it needs there: 1100 MiB and 0 CPUs); no ready node has that much");
+    expect(!verdict.ok && verdict.message).toBe("one pod needs 700 MiB and 0 CPUs on one node (with the dependency pods it needs there: at least 1100 MiB and 0 CPUs); no ready node has that much");
     const onN2Already = deps(0, 400 * MiB, 1, (n) => (n === "n2" ? 0 : 400 * MiB));
     expect(checkFeasibility({ nodes, others: none, after: g(1, 700 * MiB), dependencies: onN2Already })).toEqual({ ok: true });
+  });
+
+  it("the refusal shows the smallest memory and the smallest CPU the dependency pods add, each on its own", () => {
+    // n1 lacks a 900 MiB, 0.1 CPU dependency pod; n2 lacks a 300 MiB, 2 CPU one: neither fits 700 MiB more.
+    const onNode = (n: string) => (n === "n1" ? { memoryBytes: 900 * MiB, nanoCpus: 100_000_000 } : { memoryBytes: 300 * MiB, nanoCpus: 2_000_000_000 });
+    const dependencies: DependencyDemand = { before: none, after: { memoryBytes: 300 * MiB, nanoCpus: 0 }, afterPods: 1, onNode };
+    const verdict = checkFeasibility({ nodes, others: none, after: g(1, 800 * MiB), dependencies });
+    expect(!verdict.ok && verdict.message).toBe(
+      "one pod needs 800 MiB and 0 CPUs on one node (with the dependency pods it needs there: at least 1100 MiB and 0.1 CPUs); no ready node has that much",
+    );
   });
 
   it("a change that needs more dependency pods is checked even when the group itself does not grow", () => {
@@ -166,15 +176,15 @@ describe("the caches' decoding", () => {
     expect(() => decodeDependencyDemand(kv({ name: "other", containers: [] }))).toThrow(TypeError);
   });
 
-  it("a dependency status: the slots that hold a pod", () => {
+  it("a dependency status: the nodes that hold a pod, by scope", () => {
     const kv = (value: unknown) => ({ key: `${keys.dependStatus}log`, value: JSON.stringify(value), modRevision: 1, createRevision: 1, version: 1 });
-    expect(decodeDependencySlots(kv({ pods: [{ node: "n1", namespace: "" }, { node: "n2", namespace: "shop" }, { bad: 1 }] }))).toEqual({
+    expect(decodeDependencySlots(kv({ pods: [{ node: "n1", namespace: "" }, { node: "n2", namespace: "shop" }, { node: "n3", namespace: "shop" }, { bad: 1 }] }))).toEqual({
       name: "log",
-      slots: [
-        { node: "n1", scope: "" },
-        { node: "n2", scope: "shop" },
-      ],
+      nodesByScope: new Map([
+        ["", ["n1"]],
+        ["shop", ["n2", "n3"]],
+      ]),
     });
-    expect(decodeDependencySlots(kv({})).slots).toEqual([]);
+    expect(decodeDependencySlots(kv({})).nodesByScope.size).toBe(0);
   });
 });

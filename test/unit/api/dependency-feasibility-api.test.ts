@@ -73,7 +73,7 @@ describe("feasibility with dependency pods, through the API", () => {
   it("a pod that fits a node alone but not with the dependency pod it needs there is refused; without the dependency it is accepted", async () => {
     const refused = await call("POST", "/api/podgroups", group("with-agent", 1, 700 * MiB, [{ podName: "agent", policy: "node" }]));
     expect(refused).toMatchObject({ status: 409, body: { reason: "InsufficientResources" } });
-    expect(refused.body.message).toContain("with the dependency pods it needs there: 1100 MiB");
+    expect(refused.body.message).toContain("with the dependency pods it needs there: at least 1100 MiB");
     expect(await store.get(keys.podGroup("with-agent"))).toBeNull();
     expect((await call("POST", "/api/podgroups", group("alone", 1, 700 * MiB))).status).toBe(202);
     await seen("alone", 1);

@@ -38,6 +38,7 @@ describe("capstan deploy", () => {
         if (url.pathname.startsWith("/api/v1/repos/")) return registered ? json(200, { role: { role: "maintainer" } }) : json(404, { error: "app hello is not registered" });
         if (url.pathname === "/v2/secrets") return json(200, written.map((path) => ({ path, content: "x", owner: "root", group: "root", mode: "400", proc: url.searchParams.get("proc") })));
         if (url.pathname === "/api/podgroups" && req.method === "GET") return existing ? json(200, existing) : json(404, { code: "NotFound", message: "no such podgroup" });
+        if (url.pathname === "/api/notify/routes/hello" && req.method === "GET") return json(200, { app: "hello", routes: {} });
         if (url.pathname === "/api/podgroups" && req.method === "POST") return json(202, { message: "accepted", checkUrl: "/api/podgroups?name=hello.web.web" });
         return json(500, { error: "unexpected" });
       });

@@ -2,7 +2,7 @@
 // abort unless it left first, and the listener leaves the signal with the last waiter.
 import { getEventListeners } from "node:events";
 import { describe, expect, it } from "vitest";
-import { onAbort } from "../../../runtime/abort-fanout.ts";
+import { onAbort, waiterWarningThreshold } from "../../../runtime/abort-fanout.ts";
 
 describe("onAbort", () => {
   it("holds one listener on the signal for any number of waiters, and calls each once", () => {
@@ -48,5 +48,53 @@ describe("onAbort", () => {
     controller.abort();
     expect(n).toBe(3);
     expect(((await reported) as Error).message).toBe("boom");
+  });
+
+  it("a waiter that another waiter unregisters during the abort does not run, as with EventTarget", () => {
+    const controller = new AbortController();
+    const calls: string[] = [];
+    let offB: () => void = () => {};
+    onAbort(controller.signal, () => {
+      calls.push("a");
+      offB();
+    });
+    offB = onAbort(controller.signal, () => calls.push("b"));
+    onAbort(controller.signal, () => calls.push("c"));
+    // The native behaviour the fan-out stands in for.
+    const native = new AbortController();
+    const nativeCalls: string[] = [];
+    const b = () => nativeCalls.push("b");
+    native.signal.addEventListener("abort", () => {
+      nativeCalls.push("a");
+      native.signal.removeEventListener("abort", b);
+    });
+    native.signal.addEventListener("abort", b);
+    native.signal.addEventListener("abort", () => nativeCalls.push("c"));
+    native.abort();
+    controller.abort();
+    expect(nativeCalls).toEqual(["a", "c"]);
+    expect(calls).toEqual(["a", "c"]);
+  });
+
+  it("warns once, naming the owner and the caller, when one signal's waiters pass the threshold", async () => {
+    const controller = new AbortController();
+    const warnings: Error[] = [];
+    const record = (w: Error) => warnings.push(w);
+    process.on("warning", record);
+    try {
+      const offs = Array.from({ length: waiterWarningThreshold }, () => onAbort(controller.signal, () => {}, "test signal"));
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.filter((w) => w.name === "AbortWaitersWarning")).toHaveLength(0);
+      for (let i = 0; i < 10; i++) offs.push(onAbort(controller.signal, () => {}, "test signal"));
+      await new Promise((resolve) => setImmediate(resolve));
+      const ours = warnings.filter((w) => w.name === "AbortWaitersWarning");
+      expect(ours).toHaveLength(1);
+      expect(ours[0]!.message).toContain(`${waiterWarningThreshold + 1} waiters on one AbortSignal (test signal)`);
+      expect(ours[0]!.message).toContain("abort-fanout.test.ts");
+      for (const off of offs) off();
+      expect(getEventListeners(controller.signal, "abort")).toHaveLength(0);
+    } finally {
+      process.off("warning", record);
+    }
   });
 });

@@ -148,6 +148,20 @@ describe("Manager with leader election", () => {
     await manager.stop();
   });
 
+  it("a readiness check's string holds /readyz at 503 and is shown as the check's value", async () => {
+    const { manager } = world(false);
+    let check: boolean | string = "waiting for node records: n2";
+    manager.addReadinessCheck("node-records", () => check);
+    await manager.start();
+    await flushMicrotasks();
+    const before = await manager.app.request("/readyz");
+    expect(before.status).toBe(503);
+    expect(await before.json()).toMatchObject({ status: "unavailable", checks: { "node-records": "waiting for node records: n2" } });
+    check = true;
+    expect((await manager.app.request("/readyz")).status).toBe(200);
+    await manager.stop();
+  });
+
   it("each runnable waits on a signal of its own: a term of many runnables holds one listener on the term's signal", async () => {
     const { manager } = world(false);
     const signals: AbortSignal[] = [];

@@ -43,6 +43,8 @@ describe("secretPathProblem (the secrets API's path rule)", () => {
     ["/platform/app/../x", ".."],
     ["./a", "'.'"],
     ["a//b", "empty segment"],
+    ["//platform/app/x", "'//'"],
+    ["//etc/token", "'//'"],
     ["conf/", "trailing"],
     ["/", "name a file"],
     ["/platform/app", "application directory"],

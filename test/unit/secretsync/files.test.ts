@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { sameSecretFile } from "../../../api/resources/secret-path.ts";
-import { filesToRemove, planInstall, resolveSecretPath } from "../../../controllers/secretsync/files.ts";
+import { filesToRemove, planInstall, removalIntent, resolveSecretPath } from "../../../controllers/secretsync/files.ts";
 import { decodeMarker, digestOf, markerCovers, markerHasError, presentFiles } from "../../../controllers/secretsync/marker.ts";
 import { appOf, decodeSpec, listsSecrets } from "../../../controllers/secretsync/specs.ts";
 import type { SecretFileRecord } from "../../../controllers/secretsync/vault.ts";
@@ -168,5 +168,22 @@ describe("deleted secrets (filesToRemove, presentFiles)", () => {
     expect(presentFiles({ ...base, files: [], error: "e", present: ["/platform/app/a"] })).toEqual(["/platform/app/a"]);
     expect(decodeMarker({ key: "/m/c1", value: JSON.stringify({ ...base, files: [], present: [1] }) }).marker).toBeUndefined();
     expect(decodeMarker({ key: "/m/c1", value: JSON.stringify({ ...base, files: [], present: ["/x"] }) }).marker?.present).toEqual(["/x"]);
+  });
+});
+
+describe("removalIntent (S6: the marker stops covering a file before it is removed)", () => {
+  const at = "2026-01-01T00:00:00Z";
+  const covering = { podGroup: "a.web.web", files: [{ path: "x.txt", digest: "d1" }, { path: "/etc/y", digest: "d2" }], at, present: ["/platform/app/x.txt", "/etc/y"] };
+  it("a listed file whose record is gone: the not-written error, no files", () => {
+    const plan = planInstall("a.web.web", ["x.txt", "/etc/y"], new Map<string, SecretFileRecord>([["/etc/y", { path: "/etc/y", content: "c", mode: "400" }]]));
+    expect(plan.kind).toBe("error");
+    expect(removalIntent(covering, "a.web.web", ["/platform/app/x.txt"], plan)).toEqual({ podGroup: "a.web.web", files: [], error: "secret file x.txt is not written for a.web.web" });
+  });
+  it("otherwise the files but those removed; nothing when the marker names none of them or has an error", () => {
+    const install = { kind: "install" as const, files: [], installed: [] };
+    expect(removalIntent(covering, "a.web.web", ["/etc/y"], install)).toEqual({ podGroup: "a.web.web", files: [{ path: "x.txt", digest: "d1" }] });
+    expect(removalIntent(covering, "a.web.web", ["/etc/z"], install)).toBeUndefined();
+    expect(removalIntent({ ...covering, files: [], error: "e" }, "a.web.web", ["/etc/y"], install)).toBeUndefined();
+    expect(removalIntent(undefined, "a.web.web", ["/etc/y"], install)).toBeUndefined();
   });
 });
