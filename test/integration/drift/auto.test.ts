@@ -32,7 +32,7 @@ describe("a node unreachable past -node-timeout", () => {
     expect(Date.parse(n2.unreachableSince!)).toBeLessThanOrEqual(Date.now() - 3_000);
     // The stateful group's instance on n2 stays (unknown), nothing of it is deployed on n1.
     expect((await h.actual(stateful)).filter((a) => a.instance === kept.instance && a.c.node === "n1")).toEqual([]);
-    expect((await h.status(stateful))!.pods[kept.instance]!.node).toBe("n2");
+    expect((await h.status(stateful))!.pods.find((p) => p.instanceNo === kept.instance)!.node).toBe("n2");
     await h.driftTasksDone(30_000);
 
     await h.startEngine("n2");

@@ -115,7 +115,7 @@ describe("pulling images before creating containers", () => {
     expect(s.pods[0]!.lastError).toMatch(new RegExp(`^image pull failed: ${escaped} on n2: .*(not found|unknown)`, "i"));
     expect(s.pods[0]!.state).toBe("failed");
     expect(s.state).toBe("failed");
-    expect(s.lastError).toContain(`instance 0: image pull failed: ${image} on n2`);
+    expect(s.lastError).toContain(`instance 1: image pull failed: ${image} on n2`);
     expect(await h.actual(name)).toEqual([]);
     expect(await h.cluster.hasImage("n2", image)).toBe(false);
   });
@@ -239,8 +239,8 @@ describe("capstan up: the controllers pull as the console's service identity", (
       60_000,
       500,
     );
-    const instance = out.split("\n").find((l) => /^0 /.test(l));
-    expect(instance).toMatch(new RegExp(`^0 +failed +.*image pull failed: ${image.replace(/[.]/g, "\\.")} on n2: `));
+    const instance = out.split("\n").find((l) => /^1 /.test(l));
+    expect(instance).toMatch(new RegExp(`^1 +failed +.*image pull failed: ${image.replace(/[.]/g, "\\.")} on n2: `));
     expect(await h.cluster.listContainers("n2", { all: true, filters: { label: [`io.capstan.podgroup=${name}`] } })).toEqual([]);
   });
 });

@@ -64,13 +64,13 @@ describe("unreachable node", () => {
     await cutProxy();
     const s = await h.until("marked unreachable", async () => {
       const st = await h.status(name);
-      return st?.pods[onN2.instance]?.lastError.includes("unreachable") ? st : undefined;
+      return st?.pods.find((p) => p.instanceNo === onN2.instance)?.lastError.includes("unreachable") ? st : undefined;
     }, 15_000);
-    expect(s.pods[onN2.instance]).toMatchObject({ state: "running", node: "n2" }); // last known
+    expect(s.pods.find((p) => p.instanceNo === onN2.instance)).toMatchObject({ state: "running", node: "n2" }); // last known
     expect(s.state).toBe("degraded");
     // Scale up meanwhile: new instances go to the node that is reachable only.
     await h.patch(name, (g) => (g.numInstances = 3));
-    await h.until("instance 2 on n1", async () => (await h.actual(name)).some((a) => a.instance === 2 && a.c.node === "n1" && a.c.state === "running"));
+    await h.until("instance 3 on n1", async () => (await h.actual(name)).some((a) => a.instance === 3 && a.c.node === "n1" && a.c.state === "running"));
     // A refresh or more (2.5 s, the refresh is 2 s) and a pass since: nothing may replace the unknown pod.
     await h.waitedAndLooked(name, Date.now(), 2_500);
     const during = await h.actual(name);
