@@ -71,6 +71,8 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "capstan-restart-e2e-"));
   home = mkdtempSync(join(tmpdir(), "capstan-home-"));
   up = await startCapstan("up", ["-data", dir, "-cluster", services.cluster, "-update-wait", "1s", "-refresh-interval", "2s"], { CAPSTAN_ADMIN_TOKEN: admin });
+  // Ready means the node records are in (docs/orchestrator.md, "Readiness"): a create before that is refused.
+  await pollUntil("capstan up ready", async () => (await fetch(`${up.url}/readyz`, { signal: AbortSignal.timeout(2_000) }).catch(() => undefined))?.status === 200, 30_000, 200);
   await adminJson("POST", "/api/v1/apps", { appname: app, maintainers: [`alice-${run}@example.com`] });
   viewer = (await adminJson<{ token: string }>("POST", "/api/v1/tokens", { user: `carol-${run}@example.com`, role: "viewer", apps: [app] })).token;
 }, 60_000);
