@@ -12,7 +12,8 @@
 //   {"end":true,"keys":N,"sha256":"..."}
 import { createHash } from "node:crypto";
 import { closeSync, fsyncSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from "node:fs";
-import type { Op, Store } from "./store.ts";
+import { CompactedError } from "./errors.ts";
+import type { Compare, Op, Store } from "./store.ts";
 
 export const backupFormat = "capstan-backup";
 export const backupVersion = 1;
@@ -43,11 +44,26 @@ export class BackupFormatError extends Error {
   }
 }
 
+/** The store compacted the revision a backup was being read at (a big store read while compaction runs). */
+export class BackupCompactedError extends Error {
+  override readonly name = "BackupCompactedError";
+  constructor(
+    readonly revision: number,
+    readonly compactRevision: number,
+  ) {
+    super(
+      `the store was compacted to revision ${compactRevision} while the backup was being read at revision ${revision}: ` +
+        "nothing was written; run it again (a store this big may need a longer -history on the platform)",
+    );
+  }
+}
+
 const pageSize = 1000;
 
 /**
  * Read every key under `prefix` at one revision (leased keys left out) and write it to `file` (mode
- * 0600: it holds token hashes and the secrets' ciphertext), through a temporary file renamed into
+ * 0600: it holds the registry token signer's private key, specs with their env, webhook URLs and
+ * the secrets' ciphertext: docs/backup.md), through a temporary file renamed into
  * place, so a backup that fails half-way leaves no file that looks whole. `file` "-" writes to
  * standard output.
  */
@@ -57,7 +73,14 @@ export async function writeBackup(store: Store, prefix: string, file: string): P
   let revision: number | undefined;
   let startAfter: string | undefined;
   for (;;) {
-    const page = await store.list(prefix, { limit: pageSize, ...(revision !== undefined && { revision }), ...(startAfter !== undefined && { startAfter }) });
+    let page;
+    try {
+      page = await store.list(prefix, { limit: pageSize, ...(revision !== undefined && { revision }), ...(startAfter !== undefined && { startAfter }) });
+    } catch (e) {
+      // The store compacted past the first page's revision while paging: no snapshot to finish.
+      if (e instanceof CompactedError) throw new BackupCompactedError(revision ?? e.requestedRevision ?? 0, e.compactRevision);
+      throw e;
+    }
     revision ??= page.revision;
     for (const kv of page.items) if (kv.lease === undefined) lines.push(JSON.stringify({ key: kv.key, value: kv.value }));
     const last = page.items.at(-1);
@@ -88,17 +111,24 @@ export async function writeBackup(store: Store, prefix: string, file: string): P
   return { header, keys: lines.length, bytes: Buffer.byteLength(text) };
 }
 
-/** Read and check a backup file: its format, version, key count and checksum. */
+/** Read and check a backup file ("-": standard input): its format, version, key count and checksum. */
 export function readBackup(file: string): Backup {
   let text: string;
   try {
-    text = readFileSync(file, "utf8");
+    text = readFileSync(file === "-" ? 0 : file, "utf8");
   } catch (e) {
-    throw new BackupFormatError(file, `cannot read it (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    throw new BackupFormatError(file === "-" ? "standard input" : file, `cannot read it (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
   }
+  return parseBackup(text, file === "-" ? "standard input" : file);
+}
+
+/** Check a backup's text (`file` names it in errors). */
+export function parseBackup(text: string, file: string): Backup {
+  // Every line ends with a newline: a last line without one was cut in the middle.
+  if (text !== "" && !text.endsWith("\n")) throw new BackupFormatError(file, "its last line is incomplete: the file was cut short");
   const lines = text.split("\n");
   if (lines.at(-1) === "") lines.pop();
-  if (lines.length < 2) throw new BackupFormatError(file, "it has no header and trailer");
+  if (lines.length < 2) throw new BackupFormatError(file, "it has no header and trailer: the file is empty or was cut short");
   const parse = (line: string, n: number): Record<string, unknown> => {
     try {
       const v = JSON.parse(line) as unknown;
@@ -139,24 +169,43 @@ export interface ApplyLimits {
 export const etcdApplyLimits: ApplyLimits = { maxOps: 64, maxBytes: 1 << 20 };
 export const oneTransaction: ApplyLimits = { maxOps: Infinity, maxBytes: Infinity };
 
+/** A key changed between reading the store and writing the restore: nothing of that transaction was written. */
+export class RestoreConflictError extends Error {
+  override readonly name = "RestoreConflictError";
+  constructor(readonly transactions: number) {
+    super("the store changed during the restore");
+  }
+}
+
 /**
  * Write `units` (each a list of ops that belong together, e.g. a group's spec and status) as
- * unconditional transactions, packing whole units up to the limits (a unit over them is split).
+ * transactions, packing whole units up to the limits (a unit over them is split). Each transaction
+ * holds only if every key it writes is still at its `expected` modRevision (0: absent; a key not in
+ * `expected` is expected absent); else RestoreConflictError, after the transactions before it.
  * Answers how many transactions ran and the last revision.
  */
-export async function applyRestore(store: Store, units: Op[][], limits: ApplyLimits): Promise<{ transactions: number; revision: number | undefined }> {
+export async function applyRestore(
+  store: Store,
+  units: Op[][],
+  limits: ApplyLimits,
+  expected: ReadonlyMap<string, number>,
+): Promise<{ transactions: number; revision: number | undefined }> {
   let batch: Op[] = [];
   let bytes = 0;
   let transactions = 0;
   let revision: number | undefined;
   const flush = async () => {
     if (batch.length === 0) return;
-    revision = (await store.txn([], batch)).revision;
+    const compares: Compare[] = batch.flatMap((op) => (op.type === "deletePrefix" ? [] : [{ key: op.key, target: "modRevision" as const, equals: expected.get(op.key) ?? 0 }]));
+    const result = await store.txn(compares, batch);
+    if (!result.succeeded) throw new RestoreConflictError(transactions);
+    revision = result.revision;
     transactions++;
     batch = [];
     bytes = 0;
   };
-  const sizeOf = (op: Op) => Buffer.byteLength(op.type === "deletePrefix" ? op.prefix : op.key) + (op.type === "put" ? Buffer.byteLength(op.value) : 0);
+  // A key counts twice: its op and its compare.
+  const sizeOf = (op: Op) => (op.type === "deletePrefix" ? Buffer.byteLength(op.prefix) : 2 * Buffer.byteLength(op.key)) + (op.type === "put" ? Buffer.byteLength(op.value) : 0);
   for (const unit of units) {
     const unitBytes = unit.reduce((n, op) => n + sizeOf(op), 0);
     if (batch.length > 0 && (batch.length + unit.length > limits.maxOps || bytes + unitBytes > limits.maxBytes)) await flush();

@@ -1,9 +1,11 @@
 // `capstan backup -store URL -o FILE`: every Capstan key of a store, read at one revision, into one
 // file in the portable backup format (docs/backup.md; adapters/store/backup.ts). Works on a
-// running platform: the read is a snapshot, and nothing is written to the store.
+// running platform: the read is a snapshot. Nothing of the platform's is written to the store
+// (opening an SQLite file brings its schema up to date and drops keys of leases that ran out, as
+// any process opening it does).
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
-import { BackupFormatError, writeBackup } from "../../adapters/store/backup.ts";
+import { BackupCompactedError, BackupFormatError, writeBackup } from "../../adapters/store/backup.ts";
 import { openStore, StoreUrlError } from "../../adapters/store/open.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
 import { storeOption } from "../serve.ts";
@@ -47,7 +49,7 @@ export async function run(argv: string[]): Promise<number> {
     process.stderr.write(`backed up ${keys} keys of ${store.description} at revision ${header.revision} to ${where} (${bytes} bytes, ${Date.now() - started} ms)\n`);
     return 0;
   } catch (e) {
-    if (e instanceof BackupFormatError || isExpected(e)) {
+    if (e instanceof BackupFormatError || e instanceof BackupCompactedError || isExpected(e)) {
       process.stderr.write(`capstan backup: ${(e as Error).message}\n`);
       return 1;
     }

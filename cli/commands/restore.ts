@@ -2,8 +2,11 @@
 // platform or not. The difference is written as ordinary transactions (cli/restore-plan.ts), so the
 // controllers of a running platform see it through their watches and converge the engines: what the
 // backup has comes back, groups created since are removed by their controllers, and what did not
-// change is not written at all. Leader keys and leases are left to the processes running now.
-import { applyRestore, BackupFormatError, etcdApplyLimits, oneTransaction, readBackup } from "../../adapters/store/backup.ts";
+// change is not written at all. Leader keys and leases are left to the processes running now. Each
+// write holds only if the keys are as read; if the store changed in between, it reads and plans again.
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
+import { applyRestore, BackupFormatError, etcdApplyLimits, oneTransaction, readBackup, RestoreConflictError } from "../../adapters/store/backup.ts";
 import { listAll } from "../../adapters/store/list-all.ts";
 import { openStore, StoreUrlError } from "../../adapters/store/open.ts";
 import { SqliteStore } from "../../adapters/store/sqlite.ts";
@@ -17,12 +20,16 @@ const defs: OptionDef[] = [
   storeOption,
   ...storeConnectionOptionDefs,
   { name: "dry-run", type: "bool", help: "say what would be written, write nothing" },
+  { name: "create", type: "bool", help: "restore into a new SQLite database when there is none at the path" },
 ];
+
+/** Plans read again when the store changed between the plan and its write. */
+const attempts = 3;
 
 export async function run(argv: string[]): Promise<number> {
   const args = parseArgs(argv, defs);
   if (args.help) {
-    process.stdout.write(usage("restore", "Restores a backup file into the store (running platform or not): FILE is what capstan backup wrote (docs/backup.md).", defs));
+    process.stdout.write(usage("restore", "Restores a backup file into the store (running platform or not): FILE is what capstan backup wrote, - for standard input (docs/backup.md).", defs));
     return 0;
   }
   if (args.positionals.length !== 1) throw new UsageError("give exactly one backup FILE (capstan restore -store URL FILE)");
@@ -35,29 +42,47 @@ export async function run(argv: string[]): Promise<number> {
     process.stderr.write(`capstan restore: ${e.message}\n`);
     return 1;
   }
+  const url = args.options.store as string;
+  // A mistyped path would make a new database (and its directory): only when asked for.
+  const sqlitePath = /^sqlite:\/\/(.+)$/i.exec(url.trim())?.[1];
+  if (sqlitePath !== undefined && sqlitePath !== ":memory:" && args.options.create !== true && !existsSync(resolve(sqlitePath))) {
+    throw new UsageError(`-store ${url}: there is no database at ${resolve(sqlitePath)} (-create to restore into a new one)`);
+  }
   let store;
   try {
-    store = openStore(args.options.store as string, storeConnectionFromOptions(args.options));
+    store = openStore(url, storeConnectionFromOptions(args.options));
   } catch (e) {
     if (e instanceof StoreUrlError) throw new UsageError(e.message);
     throw e;
   }
   const started = Date.now();
   try {
-    const { items } = await listAll(store, backup.header.prefix);
-    const plan = planRestore(items, backup.entries, new Date().toISOString());
-    const from = `${file} (${backup.entries.size} keys of ${backup.header.source} at revision ${backup.header.revision}, ${backup.header.createdAt})`;
-    if (args.options["dry-run"] === true) {
-      process.stdout.write(`would restore ${from}: ${plan.puts} puts, ${plan.deletes} deletes, ${plan.unchanged} keys unchanged${removingText(plan.removing)}\n`);
+    const from = `${file === "-" ? "standard input" : file} (${backup.entries.size} keys of ${backup.header.source} at revision ${backup.header.revision}, ${backup.header.createdAt})`;
+    for (let attempt = 1; ; attempt++) {
+      const { items } = await listAll(store, backup.header.prefix);
+      const plan = planRestore(items, backup.entries, new Date().toISOString());
+      if (args.options["dry-run"] === true) {
+        process.stdout.write(`would restore ${from}: ${plan.puts} puts, ${plan.deletes} deletes, ${plan.unchanged} keys unchanged${removingText(plan.removing)}\n`);
+        return 0;
+      }
+      // The embedded store takes it all in one transaction (atomic); etcd in transactions within its limits.
+      let applied;
+      try {
+        applied = await applyRestore(store, plan.units, store instanceof SqliteStore ? oneTransaction : etcdApplyLimits, plan.expected);
+      } catch (e) {
+        if (!(e instanceof RestoreConflictError)) throw e;
+        // Something wrote between the read and the write: read again and write the difference then.
+        if (attempt < attempts) continue;
+        process.stderr.write(`capstan restore: the store changed during the restore (${attempts} times); run it again\n`);
+        return 1;
+      }
+      const { transactions, revision } = applied;
+        process.stdout.write(
+        `restored ${from} into ${store.description}: ${plan.puts} puts, ${plan.deletes} deletes in ${transactions} transactions` +
+          `${revision !== undefined ? ` (now at revision ${revision})` : ""}, ${plan.unchanged} keys unchanged${removingText(plan.removing)} (${Date.now() - started} ms)\n`,
+      );
       return 0;
     }
-    // The embedded store takes it all in one transaction (atomic); etcd in transactions within its limits.
-    const { transactions, revision } = await applyRestore(store, plan.units, store instanceof SqliteStore ? oneTransaction : etcdApplyLimits);
-    process.stdout.write(
-      `restored ${from} into ${store.description}: ${plan.puts} puts, ${plan.deletes} deletes in ${transactions} transactions` +
-        `${revision !== undefined ? ` (now at revision ${revision})` : ""}, ${plan.unchanged} keys unchanged${removingText(plan.removing)} (${Date.now() - started} ms)\n`,
-    );
-    return 0;
   } catch (e) {
     if (isExpected(e)) {
       process.stderr.write(`capstan restore: ${(e as Error).message}\n`);

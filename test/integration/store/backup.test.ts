@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { applyRestore, BackupFormatError, etcdApplyLimits, oneTransaction, readBackup, writeBackup } from "../../../adapters/store/backup.ts";
+import { applyRestore, BackupFormatError, RestoreConflictError, etcdApplyLimits, oneTransaction, readBackup, writeBackup } from "../../../adapters/store/backup.ts";
 import { EtcdStore } from "../../../adapters/store/etcd.ts";
 import { SqliteStore } from "../../../adapters/store/sqlite.ts";
 import type { Op } from "../../../adapters/store/store.ts";
@@ -58,7 +58,8 @@ describe("backup files", () => {
     await writeBackup(etcd, prefix, file);
     const backup = readBackup(file);
     const sqlite = new SqliteStore({ path: join(dir, "restored", "state.db") });
-    const into = await applyRestore(sqlite, planRestore([], backup.entries, new Date().toISOString()).units, oneTransaction);
+    const fresh = planRestore([], backup.entries, new Date().toISOString());
+    const into = await applyRestore(sqlite, fresh.units, oneTransaction, fresh.expected);
     expect(into.transactions).toBe(1);
     expect((await sqlite.list(prefix)).items.map((kv) => [kv.key, kv.value])).toEqual([...backup.entries]);
 
@@ -69,8 +70,15 @@ describe("backup files", () => {
     await sqlite.close();
     const back = readBackup(join(dir, "sqlite.backup"));
     const plan = planRestore((await etcd.list(prefix)).items, back.entries, new Date().toISOString());
-    const out = await applyRestore(etcd, plan.units, etcdApplyLimits);
+    const out = await applyRestore(etcd, plan.units, etcdApplyLimits, plan.expected);
     expect(out.transactions).toBe(Math.ceil((plan.puts + plan.deletes) / etcdApplyLimits.maxOps));
     expect((await etcd.list(prefix)).items.map((kv) => [kv.key, kv.value])).toEqual([...back.entries]);
+
+    // A key changed between the plan and the write: that transaction writes nothing.
+    await etcd.put(`${prefix}extra`, "y");
+    const stale = planRestore((await etcd.list(prefix)).items, back.entries, new Date().toISOString());
+    await etcd.put(`${prefix}extra`, "z");
+    await expect(applyRestore(etcd, stale.units, oneTransaction, stale.expected)).rejects.toThrow(RestoreConflictError);
+    expect((await etcd.get(`${prefix}extra`))?.value).toBe("z");
   });
 });

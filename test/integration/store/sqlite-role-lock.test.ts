@@ -2,12 +2,12 @@
 // held by a real process refuses a second at once and names it; kill -9 frees it; the next holder
 // learns who held it before, and its elector takes a leader key such a holder left at once.
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { acquireRoleLock, StoreRoleLockedError } from "../../../adapters/store/sqlite-role-lock.ts";
+import { acquireRoleLock, RoleLockFileError, StoreRoleLockedError } from "../../../adapters/store/sqlite-role-lock.ts";
 import { SqliteStore } from "../../../adapters/store/sqlite.ts";
 import { ElectedCompactor } from "../../../runtime/compactor.ts";
 import { LeaderElector } from "../../../runtime/leaderelection.ts";
@@ -19,12 +19,21 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** A real process that takes the lock as `identity` and holds it until killed. */
 function holder(db: string, identity: string) {
-  const code = `const { acquireRoleLock } = await import(${JSON.stringify(lockModule)}); acquireRoleLock(${JSON.stringify(db)}, "orchestrator", ${JSON.stringify(identity)}); console.log("held"); setInterval(() => {}, 1000);`;
+  const code =
+    `const { acquireRoleLock } = await import(${JSON.stringify(lockModule)}); ` +
+    `try { acquireRoleLock(${JSON.stringify(db)}, "orchestrator", ${JSON.stringify(identity)}); console.log("held"); setInterval(() => {}, 1000); } ` +
+    `catch (e) { console.log("refused " + e.name + ": " + e.message); process.exit(3); }`;
   const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", code], { stdio: ["ignore", "pipe", "inherit"] });
   let out = "";
   child.stdout.on("data", (d: Buffer) => (out += d.toString()));
   const exited = new Promise<void>((resolve) => child.on("exit", () => resolve()));
-  return { child, held: () => pollUntil("the child to hold the lock", async () => out.includes("held"), 20_000, 20), exited };
+  return {
+    child,
+    held: () => pollUntil("the child to hold the lock", async () => out.includes("held"), 20_000, 20),
+    answered: () => pollUntil("the child to hold or be refused", async () => /held|refused/.test(out), 20_000, 20),
+    out: () => out,
+    exited,
+  };
 }
 
 describe("the role lock of an embedded store", () => {
@@ -50,9 +59,44 @@ describe("the role lock of an embedded store", () => {
     await first.exited;
     const lock = acquireRoleLock(db, "orchestrator", "third:3");
     expect([...lock.previousHolders]).toEqual(["first:1"]);
-    // In this process too, the lock is one holder's.
-    expect(() => acquireRoleLock(db, "orchestrator", "fourth:4")).toThrow(StoreRoleLockedError);
+    // In this process too, the lock is one holder's, and refusing a second does not drop it
+    // (POSIX locks go when any descriptor of the file closes): another process is still refused.
+    expect(() => acquireRoleLock(db, "orchestrator", "fourth:4")).toThrow(/by this process/);
+    const other = holder(db, "fifth:5");
+    await other.answered();
+    await other.exited;
+    expect(other.out()).toContain(`refused StoreRoleLockedError: sqlite://${db} is in use as orchestrator by process ${process.pid}`);
+    expect(JSON.parse(readFileSync(`${db}.orchestrator.lock.holders`, "utf8"))).toMatchObject({ pid: process.pid, identities: ["third:3", "first:1"] });
+    // The lock file itself is never written: nothing in it for a crash to damage.
+    expect(statSync(`${db}.orchestrator.lock`).size).toBe(0);
     lock.release();
+  });
+
+  it("gives the lock to exactly one of two processes starting at the same moment", async () => {
+    const db = join(dir, "race.db");
+    const both = [holder(db, "a:1"), holder(db, "b:2")];
+    await Promise.all(both.map((h) => h.answered()));
+    const outs = both.map((h) => h.out());
+    expect(outs.filter((o) => o.includes("held"))).toHaveLength(1);
+    expect(outs.filter((o) => o.includes("refused StoreRoleLockedError"))).toHaveLength(1);
+    for (const h of both) h.child.kill("SIGKILL");
+    await Promise.all(both.map((h) => h.exited));
+  });
+
+  it("names a damaged lock file and says it is safe to delete, instead of a bare SQLite error", () => {
+    const db = join(dir, "damaged.db");
+    writeFileSync(`${db}.orchestrator.lock`, Buffer.alloc(4096, 0x5a));
+    let error: unknown;
+    try {
+      acquireRoleLock(db, "orchestrator", "x:1").release();
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(RoleLockFileError);
+    expect((error as Error).message).toContain(`cannot take the role lock ${db}.orchestrator.lock`);
+    expect((error as Error).message).toContain("safe to delete it");
+    rmSync(`${db}.orchestrator.lock`);
+    acquireRoleLock(db, "orchestrator", "x:1").release();
   });
 
   it("lets the elector take a leader key its gone holder left at once, not after the lease", async () => {
