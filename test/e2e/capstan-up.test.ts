@@ -91,7 +91,11 @@ describe("capstan command", () => {
     expect(port, `capstan up did not come up; log:\n${log}`).toBeGreaterThan(0);
     const base = `http://127.0.0.1:${port}`;
     expect(await (await fetch(`${base}/healthz`)).text()).toBe("ok");
-    const ready = await fetch(`${base}/readyz`);
+    // Ready once the node records are in (docs/orchestrator.md, "Readiness"), a moment after "is up".
+    let ready = await fetch(`${base}/readyz`);
+    for (const deadline = Date.now() + 30_000; ready.status !== 200 && Date.now() < deadline; ready = await fetch(`${base}/readyz`)) {
+      await new Promise((r) => setTimeout(r, 200));
+    }
     expect(ready.status).toBe(200);
     expect(await ready.json()).toMatchObject({ status: "ok", checks: { "leader-election": true, "informer:podgroups": true, "informer:nodes": true } });
     const metrics = await (await fetch(`${base}/metrics`)).text();
