@@ -77,7 +77,7 @@ export async function run(argv: string[]): Promise<number> {
         return 1;
       }
       const { transactions, revision } = applied;
-        process.stdout.write(
+      process.stdout.write(
         `restored ${from} into ${store.description}: ${plan.puts} puts, ${plan.deletes} deletes in ${transactions} transactions` +
           `${revision !== undefined ? ` (now at revision ${revision})` : ""}, ${plan.unchanged} keys unchanged${removingText(plan.removing)} (${Date.now() - started} ms)\n`,
       );

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { KeyValue } from "../../../adapters/store/store.ts";
 import { keys } from "../../../api/resources/keys.ts";
+import { notifyKeys } from "../../../api/resources/notify.ts";
 import { planRestore } from "../../../cli/restore-plan.ts";
 
 const kv = (key: string, value: string, lease?: string): KeyValue => ({ key, value, createRevision: 2, modRevision: 3, version: 1, ...(lease && { lease }) });
@@ -47,5 +48,51 @@ describe("planRestore", () => {
     expect(planRestore([kv(keys.leader, "host:1:abc", "77")], new Map(), now).units).toEqual([]);
     // Even when the backup has the key without a lease (an old Capstan's leader key).
     expect(planRestore([kv(keys.leader, "host:1:abc", "77")], new Map([[keys.leader, "old"]]), now).units).toEqual([]);
+  });
+
+  it("leaves tasks and notify delivery markers as they are now, both ways", () => {
+    const backup = new Map([
+      [keys.task("drift-1"), "{\"kind\":\"drift\"}"],
+      [notifyKeys.deliveredTo("e1", "webhook"), "{\"count\":1}"],
+    ]);
+    const current = [kv(keys.task("drift-2"), "{}"), kv(notifyKeys.deliveredTo("e1", "webhook"), "{\"count\":3}"), kv(notifyKeys.deliveredTo("e2", "webhook"), "{\"count\":1}")];
+    const plan = planRestore(current, backup, now);
+    expect(plan.units).toEqual([]);
+    expect(plan).toMatchObject({ puts: 0, deletes: 0 });
+  });
+
+  it("keeps the status and history of a group whose spec is the backup's; puts back those of a changed one", () => {
+    const backup = new Map([
+      [keys.podGroup("same.x"), spec("same.x")],
+      [keys.podGroupStatusOf("same.x"), "{\"state\":\"old\"}"],
+      [`${keys.podGroupHistory}same.x/1`, "{}"],
+      [keys.podGroup("changed.x"), spec("changed.x")],
+      [keys.podGroupStatusOf("changed.x"), "{\"state\":\"old\"}"],
+    ]);
+    const current = [
+      kv(keys.podGroup("same.x"), spec("same.x")),
+      kv(keys.podGroupStatusOf("same.x"), "{\"state\":\"now\"}"),
+      kv(`${keys.podGroupHistory}same.x/2`, "{}"),
+      kv(keys.podGroup("changed.x"), spec("changed.x", { numInstances: 5 })),
+      kv(keys.podGroupStatusOf("changed.x"), "{\"state\":\"now\"}"),
+    ];
+    const plan = planRestore(current, backup, now);
+    const written = plan.units.flat().map((op) => (op.type === "deletePrefix" ? op.prefix : op.key));
+    expect(written.sort()).toEqual([keys.podGroup("changed.x"), keys.podGroupStatusOf("changed.x")].sort());
+  });
+
+  it("expects every key it writes at its revision when planned, absent ones at 0", () => {
+    const backup = new Map([
+      ["/platform/console/apps/a", "{\"v\":1}"],
+      ["/platform/console/apps/b", "{\"v\":1}"],
+    ]);
+    const current = [{ ...kv("/platform/console/apps/a", "{\"v\":2}"), modRevision: 41 }, { ...kv("/platform/console/apps/c", "{}"), modRevision: 42 }];
+    expect(planRestore(current, backup, now).expected).toEqual(
+      new Map([
+        ["/platform/console/apps/a", 41],
+        ["/platform/console/apps/b", 0],
+        ["/platform/console/apps/c", 42],
+      ]),
+    );
   });
 });
