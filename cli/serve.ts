@@ -9,7 +9,7 @@ import { hostname } from "node:os";
 import { Registry } from "prom-client";
 import { ClusterSpecError, DockerCluster, type Cluster } from "../adapters/cluster/index.ts";
 import { openStore, StoreUrlError, type StoreConnection } from "../adapters/store/open.ts";
-import { acquireRoleLock, StoreRoleLockedError, type RoleLock } from "../adapters/store/sqlite-role-lock.ts";
+import { acquireRoleLock, RoleLockFileError, StoreRoleLockedError, type RoleLock } from "../adapters/store/sqlite-role-lock.ts";
 import { SqliteStore } from "../adapters/store/sqlite.ts";
 import type { Store } from "../adapters/store/store.ts";
 import { auditWrites, hostAccessPolicy, openGate, tokenGate, TokenVerifier, type ApiAccess } from "../api/auth/index.ts";
@@ -123,8 +123,8 @@ export async function serve(opts: ServeOptions, install: (ctx: ServeContext) => 
       roleLock = acquireRoleLock(store.path, roleOf(opts.leaderKey), identity);
     } catch (e) {
       await store.close();
-      if (!(e instanceof StoreRoleLockedError)) throw e;
-      log.error({ lockFile: e.lockFile, holderPid: e.holderPid }, e.message);
+      if (!(e instanceof StoreRoleLockedError) && !(e instanceof RoleLockFileError)) throw e;
+      log.error({ lockFile: e.lockFile, ...(e instanceof StoreRoleLockedError && { holderPid: e.holderPid }) }, e.message);
       process.stderr.write(`capstan: ${e.message}\n`);
       return 1;
     }

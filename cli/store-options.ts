@@ -10,7 +10,10 @@
 // logging that object shows no password either.
 import { X509Certificate } from "node:crypto";
 import { createSecureContext } from "node:tls";
-import type { StoreConnection } from "../adapters/store/open.ts";
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
+import { openStore, StoreUrlError, type StoreConnection } from "../adapters/store/open.ts";
+import type { Store } from "../adapters/store/store.ts";
 import { readOptionFile, readPemOption } from "./option-files.ts";
 import { envName, UsageError, type OptionDef, type OptionValues } from "./options.ts";
 
@@ -134,4 +137,23 @@ export function storeConnectionFromOptions(
   Object.defineProperty(auth, "password", { value: password, enumerable: false });
   connection.auth = auth;
   return connection;
+}
+
+/**
+ * The store of a one-shot command (`backup`, `restore`): -store with the -store-* options. A
+ * SQLite path with no database is a UsageError (ending with `createHint`) unless `create` is true:
+ * a mistyped path would otherwise make a new, empty store (and its directory).
+ */
+export function openCommandStore(options: OptionValues, opts: { create?: boolean; createHint?: string } = {}): Store {
+  const url = options.store as string;
+  const sqlitePath = /^sqlite:\/\/(.+)$/i.exec(url.trim())?.[1];
+  if (sqlitePath !== undefined && sqlitePath !== ":memory:" && opts.create !== true && !existsSync(resolve(sqlitePath))) {
+    throw new UsageError(`-store ${url}: there is no database at ${resolve(sqlitePath)}${opts.createHint ?? ""}`);
+  }
+  try {
+    return openStore(url, storeConnectionFromOptions(options));
+  } catch (e) {
+    if (e instanceof StoreUrlError) throw new UsageError(e.message);
+    throw e;
+  }
 }

@@ -3,13 +3,10 @@
 // running platform: the read is a snapshot. Nothing of the platform's is written to the store
 // (opening an SQLite file brings its schema up to date and drops keys of leases that ran out, as
 // any process opening it does).
-import { existsSync } from "node:fs";
-import { resolve } from "node:path";
 import { BackupCompactedError, BackupFormatError, writeBackup } from "../../adapters/store/backup.ts";
-import { openStore, StoreUrlError } from "../../adapters/store/open.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
 import { storeOption } from "../serve.ts";
-import { storeConnectionFromOptions, storeConnectionOptionDefs } from "../store-options.ts";
+import { openCommandStore, storeConnectionOptionDefs } from "../store-options.ts";
 
 /** What a backup holds: every component's keys (docs/store.md, "Key layout"). */
 export const backupPrefix = "/platform/";
@@ -29,19 +26,7 @@ export async function run(argv: string[]): Promise<number> {
   if (args.positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])}: the file goes with -o FILE`);
   const file = args.options.output;
   if (typeof file !== "string" || file === "") throw new UsageError("-o FILE is required: where to write the backup");
-  const url = args.options.store as string;
-  // A mistyped path would make a new, empty store and back it up: the file must exist.
-  const sqlitePath = /^sqlite:\/\/(.+)$/i.exec(url.trim())?.[1];
-  if (sqlitePath !== undefined && sqlitePath !== ":memory:" && !existsSync(resolve(sqlitePath))) {
-    throw new UsageError(`-store ${url}: there is no database at ${resolve(sqlitePath)}`);
-  }
-  let store;
-  try {
-    store = openStore(url, storeConnectionFromOptions(args.options));
-  } catch (e) {
-    if (e instanceof StoreUrlError) throw new UsageError(e.message);
-    throw e;
-  }
+  const store = openCommandStore(args.options);
   const started = Date.now();
   try {
     const { header, keys, bytes } = await writeBackup(store, backupPrefix, file);

@@ -4,16 +4,13 @@
 // backup has comes back, groups created since are removed by their controllers, and what did not
 // change is not written at all. Leader keys and leases are left to the processes running now. Each
 // write holds only if the keys are as read; if the store changed in between, it reads and plans again.
-import { existsSync } from "node:fs";
-import { resolve } from "node:path";
 import { applyRestore, BackupFormatError, etcdApplyLimits, oneTransaction, readBackup, RestoreConflictError } from "../../adapters/store/backup.ts";
 import { listAll } from "../../adapters/store/list-all.ts";
-import { openStore, StoreUrlError } from "../../adapters/store/open.ts";
 import { SqliteStore } from "../../adapters/store/sqlite.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
 import { planRestore } from "../restore-plan.ts";
 import { storeOption } from "../serve.ts";
-import { storeConnectionFromOptions, storeConnectionOptionDefs } from "../store-options.ts";
+import { openCommandStore, storeConnectionOptionDefs } from "../store-options.ts";
 import { isExpected } from "./backup.ts";
 
 const defs: OptionDef[] = [
@@ -42,19 +39,7 @@ export async function run(argv: string[]): Promise<number> {
     process.stderr.write(`capstan restore: ${e.message}\n`);
     return 1;
   }
-  const url = args.options.store as string;
-  // A mistyped path would make a new database (and its directory): only when asked for.
-  const sqlitePath = /^sqlite:\/\/(.+)$/i.exec(url.trim())?.[1];
-  if (sqlitePath !== undefined && sqlitePath !== ":memory:" && args.options.create !== true && !existsSync(resolve(sqlitePath))) {
-    throw new UsageError(`-store ${url}: there is no database at ${resolve(sqlitePath)} (-create to restore into a new one)`);
-  }
-  let store;
-  try {
-    store = openStore(url, storeConnectionFromOptions(args.options));
-  } catch (e) {
-    if (e instanceof StoreUrlError) throw new UsageError(e.message);
-    throw e;
-  }
+  const store = openCommandStore(args.options, { create: args.options.create === true, createHint: " (-create to restore into a new one)" });
   const started = Date.now();
   try {
     const from = `${file === "-" ? "standard input" : file} (${backup.entries.size} keys of ${backup.header.source} at revision ${backup.header.revision}, ${backup.header.createdAt})`;

@@ -24,7 +24,7 @@
 // Secret-sync and the store compactor campaign under keys of their own (docs/runtime.md, "Work
 // under its own leader key"), so an `up` beside a `capstan secrets` runs one Secret-sync between them.
 import { installWebConsole, publicUrlOf, webConsoleOptionDefs } from "../web-console.ts";
-import { mkdirSync } from "node:fs";
+import { chmodSync, mkdirSync, statSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { controllersTokenRole, controllersTokenUser, ensureServiceToken } from "../../api/console/service-token.ts";
@@ -80,6 +80,9 @@ export async function run(argv: string[]): Promise<number> {
   const controllersTokenFile = join(o.data, "controllers-token");
   // DATA is private (docs/store.md): it holds the store, tokens and keys. Made here, before anything writes to it.
   mkdirSync(o.data, { recursive: true, mode: 0o700 });
+  // An existing one made before (or by hand) is made private too, when it is ours to change.
+  const dataDir = statSync(o.data);
+  if ((dataDir.mode & 0o077) !== 0 && dataDir.uid === process.getuid?.()) chmodSync(o.data, 0o700);
   const settings = orchestratorSettings({
     ...args.options,
     ...(registryHost !== undefined && { "registry-host": registryHost }),

@@ -4,7 +4,7 @@
 // The embedded-store part also checks one process per role (a second `capstan up` on the same file
 // fails at once, naming the holder; `capstan secrets` on it runs), one compactor for the two
 // processes, and that `capstan up` leads at once after kill -9 (docs/store.md, "One process per role").
-import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { chmodSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -141,6 +141,8 @@ describe("capstan backup and restore of a running platform", () => {
     // kill -9, and a new capstan up on the same directory leads at once (not after the dead one's 15 s lease).
     up.child.kill("SIGKILL");
     await up.exited;
+    // A data directory others may read (made by hand, or by an older release) is made private again.
+    chmodSync(data, 0o755);
     const killedAt = Date.now();
     let restarted: CapstanProcess | undefined;
     await backupDeleteCreateRestore(
@@ -153,6 +155,7 @@ describe("capstan backup and restore of a running platform", () => {
           await pollUntil("the restarted capstan up to lead", () => leads(p, orchestratorLeaderKey), 30_000, 50);
           // Before the role lock it followed the dead process's 15 s lease, renewed every 5 s: at least 10 s.
           expect(Date.now() - killedAt).toBeLessThan(9_500);
+          expect(statSync(data).mode & 0o777).toBe(0o700);
         }
         await pollUntil("capstan up to lead and be ready", () => leadsAndReady(p), 30_000, 50);
         return p;
