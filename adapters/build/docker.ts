@@ -7,6 +7,7 @@
 import { PassThrough, type Readable } from "node:stream";
 import Docker from "dockerode";
 import { extract, pack } from "tar-stream";
+import { packedBytes } from "../cluster/archive.ts";
 import { appDir, renameEntry, failedLine, scriptWrapper, withoutMarker } from "./plan.ts";
 
 /** A short call (inspect, create, commit, tag, archive), ms. */
@@ -186,12 +187,7 @@ export async function copyOut(docker: Docker, containerId: string, src: string, 
   const base = src.split("/").filter(Boolean).pop() ?? "";
   const ex = extract();
   const p = pack();
-  const chunks: Buffer[] = [];
-  const packed = new Promise<Buffer>((resolve, reject) => {
-    p.on("data", (c: unknown) => chunks.push(c as Buffer));
-    p.on("end", () => resolve(Buffer.concat(chunks)));
-    p.on("error", reject);
-  });
+  const packed = packedBytes(p);
   const extracted = new Promise<void>((resolve, reject) => {
     ex.on("entry", (header, stream, next) => {
       const name = renameEntry(header.name, base, dest);
@@ -223,12 +219,7 @@ export async function putArchive(docker: Docker, containerId: string, tar: Buffe
  */
 export async function importFiles(docker: Docker, files: { name: string; content: Buffer }[], repo: string, tag: string, labels: Record<string, string>): Promise<void> {
   const p = pack();
-  const chunks: Buffer[] = [];
-  const done = new Promise<Buffer>((resolve, reject) => {
-    p.on("data", (c: unknown) => chunks.push(c as Buffer));
-    p.on("end", () => resolve(Buffer.concat(chunks)));
-    p.on("error", reject);
-  });
+  const done = packedBytes(p);
   for (const f of files) p.entry({ name: f.name, mode: 0o644, mtime: new Date(0), size: f.content.length }, f.content);
   p.finalize();
   const tar = await done;

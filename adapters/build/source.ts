@@ -9,6 +9,7 @@ import { createHash } from "node:crypto";
 import { lstat, readdir, readFile, readlink } from "node:fs/promises";
 import { join } from "node:path";
 import { pack } from "tar-stream";
+import { packedBytes } from "../cluster/archive.ts";
 
 export interface SourceArchive {
   tar: Buffer;
@@ -53,12 +54,7 @@ export async function archiveSource(dir: string, prefix: string): Promise<Source
   await walk(dir, "", entries);
   const h = createHash("sha256");
   const p = pack();
-  const chunks: Buffer[] = [];
-  const done = new Promise<Buffer>((resolve, reject) => {
-    p.on("data", (c: unknown) => chunks.push(c as Buffer));
-    p.on("end", () => resolve(Buffer.concat(chunks)));
-    p.on("error", reject);
-  });
+  const done = packedBytes(p);
   let bytes = 0;
   const mtime = new Date(0);
   for (const e of entries) {

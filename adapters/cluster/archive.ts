@@ -6,7 +6,7 @@
 // "/etc" entry would chmod and chown the container's own directory; leaving them out means only
 // the files we name are ever touched.
 import { posix } from "node:path";
-import { pack } from "tar-stream";
+import { pack, type Pack } from "tar-stream";
 
 export interface ArchiveFile {
   /** Absolute, normalised path inside the container ("/platform/app/config.yaml"). */
@@ -31,14 +31,7 @@ export async function buildTar(files: readonly ArchiveFile[], mtime: Date = new 
     seen.add(f.path);
   }
   const p = pack();
-  const chunks: Buffer[] = [];
-  const done = new Promise<Buffer>((resolve, reject) => {
-    p.on("data", (c: unknown) => {
-      chunks.push(c as Buffer); // a pack stream emits Buffers
-    });
-    p.on("end", () => resolve(Buffer.concat(chunks)));
-    p.on("error", reject);
-  });
+  const done = packedBytes(p);
   for (const f of files) {
     const body = typeof f.content === "string" ? Buffer.from(f.content, "utf8") : f.content;
     await new Promise<void>((resolve, reject) => {
@@ -49,6 +42,16 @@ export async function buildTar(files: readonly ArchiveFile[], mtime: Date = new 
   }
   p.finalize();
   return done;
+}
+
+/** The whole archive a pack stream makes, once it is finalized (attach before writing entries). */
+export function packedBytes(p: Pack): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  return new Promise<Buffer>((resolve, reject) => {
+    p.on("data", (c: unknown) => chunks.push(c as Buffer)); // a pack stream emits Buffers
+    p.on("end", () => resolve(Buffer.concat(chunks)));
+    p.on("error", reject);
+  });
 }
 
 function checkFile(f: ArchiveFile): void {
