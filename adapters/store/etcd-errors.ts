@@ -57,3 +57,25 @@ export function mapEtcdError(error: unknown, what: string, endpoints: string, le
   if (leaseId !== undefined && isLeaseNotFound(error)) return new LeaseLostError(leaseId, error);
   return error;
 }
+
+/**
+ * With a member down, etcd3 still sends a call to it now and then (its per-host breaker opens
+ * after three failures and lets one through every 5 s). gRPC fails such a call before sending
+ * anything ("No connection established"), so sending it again, to another member, is safe even
+ * for a write (docs/high-availability.md).
+ */
+export function isUnsent(error: unknown): boolean {
+  return /No connection established/.test((error as Error)?.message ?? "");
+}
+
+/**
+ * The connection broke under the call (the member died, or its socket was reset): the call may or
+ * may not have reached the member. Not a deadline: re-sending after one would double the wait.
+ */
+export function isConnectionLost(error: unknown): boolean {
+  return (
+    isUnavailable(error) &&
+    !(error instanceof GRPCDeadlineExceededError) &&
+    !(error instanceof Error && isBrokenCircuitError(error))
+  );
+}

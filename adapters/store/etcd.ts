@@ -9,7 +9,14 @@ import type { ICompare, IRequestOp, IResponseHeader } from "etcd3";
 import { noop } from "cockatiel";
 import { EtcdAuthenticationFailedError, EtcdPermissionDeniedError } from "etcd3";
 import { CompactedError, LeaseLostError, StoreUnavailableError } from "./errors.ts";
-import { isCompactedMessage, isFutureRevisionMessage, isLeaseNotFound, mapEtcdError } from "./etcd-errors.ts";
+import {
+  isCompactedMessage,
+  isConnectionLost,
+  isFutureRevisionMessage,
+  isLeaseNotFound,
+  isUnsent,
+  mapEtcdError,
+} from "./etcd-errors.ts";
 import { toKeyValue } from "./etcd-kv.ts";
 import { EtcdWatch, probeCompactRevision } from "./etcd-watch.ts";
 import {
@@ -349,15 +356,12 @@ export class EtcdStore implements Store {
    */
   private async call<T>(what: string, fn: () => Promise<T>, leaseId?: string): Promise<T> {
     this.assertOpen();
-    // With a member down, etcd3 still sends a call to it now and then (its per-host breaker opens
-    // after three failures and lets one through every 5 s). gRPC fails such a call before sending
-    // anything ("No connection established"), so sending it again, to another member, is safe even
-    // for a write (docs/high-availability.md).
+    const reads = READ_ONLY_CALLS.has(what);
     for (let attempt = 1; ; attempt++) {
       try {
         return await fn();
       } catch (error) {
-        if (attempt < this.unsentTries && /No connection established/.test((error as Error)?.message ?? "")) continue;
+        if (attempt < this.unsentTries && (isUnsent(error) || (reads && isConnectionLost(error)))) continue;
         throw this.explain(mapEtcdError(error, what, this.description, leaseId), what);
       }
     }
@@ -534,3 +538,11 @@ function positiveMs(value: number, name: string): number {
   if (!Number.isFinite(value) || value <= 0) throw new RangeError(`${name} must be a positive number of ms`);
   return value;
 }
+
+/**
+ * Calls that change nothing, so sending one again after its connection broke is always safe.
+ * A write is not: it may have been applied before the connection broke, and re-sending a
+ * compare-and-swap would then report a false conflict. etcd's own Go client draws the same line.
+ */
+const READ_ONLY_CALLS = new Set(["get", "list", "revision", "status"]);
+
