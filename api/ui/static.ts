@@ -3,11 +3,12 @@
 // A fixed list: nothing else under node_modules or the repository is reachable through this route.
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { Hono } from "hono";
+import { packageRoot } from "../../runtime/package-root.ts";
 
 const require = createRequire(import.meta.url);
-const own = (name: string) => fileURLToPath(new URL(`./static/${name}`, import.meta.url));
+const own = (name: string) => join(packageRoot(), "api", "ui", "static", name);
 
 const assets: Record<string, { file: () => string; type: string }> = {
   "htmx.min.js": { file: () => require.resolve("htmx.org/dist/htmx.min.js"), type: "text/javascript" },

@@ -1,0 +1,105 @@
+// How the `capstan` command loads its TypeScript sources. tsx compiles each of some 340 modules on
+// every start: about 0.4 s on a quiet machine, over a second on a busy one. A bundle of the same
+// sources, made by esbuild (the compiler tsx itself uses) with one chunk per command, starts in
+// about 0.1 s. The bundle is only a cache, under node_modules/.cache/capstan-cli: made on the
+// first start, made again when any source file in it (or tsconfig.json, package.json, esbuild)
+// changed, so editing a source needs no build step (docs/cli.md).
+// CAPSTAN_CLI_BUNDLE=0 runs the sources through tsx instead; so does a bundle that cannot be made
+// (a read-only node_modules, say), with one line on standard error saying why.
+import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+const root = fileURLToPath(new URL("../../", import.meta.url));
+const cacheDir = join(root, "node_modules", ".cache", "capstan-cli");
+const currentFile = join(cacheDir, "current.json");
+/** Files that shape the bundle besides the sources esbuild reports reading. */
+const alwaysInputs = ["tsconfig.json", "package.json"];
+/** Older bundles are removed after a day: a process started from one may still load its chunks. */
+const keepOldMs = 24 * 60 * 60 * 1000;
+
+/** The CLI's main(argv) from the bundle when possible, from the sources through tsx otherwise. */
+export async function loadMain() {
+  if (process.env.CAPSTAN_CLI_BUNDLE !== "0") {
+    try {
+      const dir = freshBundle() ?? (await makeBundle());
+      return (await import(pathToFileURL(join(dir, "main.js")).href)).main;
+    } catch (error) {
+      process.stderr.write(`capstan: running from the sources (no bundle: ${error?.message ?? error})\n`);
+    }
+  }
+  const { register } = await import("tsx/esm/api");
+  register();
+  return (await import("../main.ts")).main;
+}
+
+/** The current bundle's directory if every file it was made from is unchanged. */
+function freshBundle() {
+  let current;
+  try {
+    current = JSON.parse(readFileSync(currentFile, "utf8"));
+  } catch {
+    return undefined;
+  }
+  if (current.esbuild !== esbuildVersion()) return undefined;
+  for (const [path, size, mtimeMs] of current.inputs) {
+    try {
+      const s = statSync(join(root, path));
+      if (s.size !== size || s.mtimeMs !== mtimeMs) return undefined;
+    } catch {
+      return undefined;
+    }
+  }
+  return join(cacheDir, current.dir);
+}
+
+async function makeBundle() {
+  const esbuild = await import("esbuild");
+  const startedMs = Date.now();
+  const dir = `${startedMs.toString(36)}-${process.pid}`;
+  const out = join(cacheDir, dir);
+  mkdirSync(cacheDir, { recursive: true });
+  const result = await esbuild.build({
+    absWorkingDir: root,
+    entryPoints: ["cli/main.ts"],
+    bundle: true,
+    splitting: true,
+    format: "esm",
+    platform: "node",
+    target: "node20",
+    packages: "external",
+    outdir: out,
+    metafile: true,
+    logLevel: "silent",
+  });
+  const inputs = [...alwaysInputs, ...Object.keys(result.metafile.inputs)].map((path) => {
+    const s = statSync(join(root, path));
+    return [path, s.size, s.mtimeMs];
+  });
+  // A source saved while esbuild read it may be in the bundle in its old form: use this bundle
+  // once, but do not record it, so the next start makes a new one. (The margin covers file times
+  // taken from a coarser clock than Date.now().)
+  if (inputs.every(([, , mtimeMs]) => mtimeMs < startedMs - 50)) {
+    const tmp = `${currentFile}.${process.pid}.tmp`;
+    writeFileSync(tmp, JSON.stringify({ dir, esbuild: esbuildVersion(), inputs }));
+    renameSync(tmp, currentFile);
+    removeOldBundles(dir);
+  }
+  return out;
+}
+
+function esbuildVersion() {
+  return JSON.parse(readFileSync(join(root, "node_modules", "esbuild", "package.json"), "utf8")).version;
+}
+
+function removeOldBundles(keep) {
+  for (const entry of readdirSync(cacheDir, { withFileTypes: true })) {
+    if (!entry.isDirectory() || entry.name === keep) continue;
+    const path = join(cacheDir, entry.name);
+    try {
+      if (Date.now() - statSync(path).mtimeMs > keepOldMs) rmSync(path, { recursive: true, force: true });
+    } catch {
+      // Another process removed it first.
+    }
+  }
+}
