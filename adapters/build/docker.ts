@@ -4,11 +4,15 @@
 // BuildKit, nothing pulled: every image named must already be on the engine.
 //
 // Every call has a timeout; a script's container has its own (the script may run long).
-import { PassThrough, type Readable } from "node:stream";
+import { randomBytes } from "node:crypto";
+import { Readable, type Writable } from "node:stream";
+import { StringDecoder } from "node:string_decoder";
 import Docker from "dockerode";
 import { extract, pack } from "tar-stream";
 import { packedBytes } from "../cluster/archive.ts";
-import { appDir, renameEntry, failedLine, scriptWrapper, withoutMarker } from "./plan.ts";
+import { appDir, BuildError, checkTag, failedLine, formatDuration, markerHoldFrom, renameEntry, scriptWrapper, withoutMarker } from "./plan.ts";
+
+export { BuildError };
 
 /** A short call (inspect, create, commit, tag, archive), ms. */
 const callTimeoutMs = 60_000;
@@ -21,18 +25,6 @@ export function connectEngine(host?: string): Docker {
   const m = /^(tcp|http|https):\/\/([^:/]+|\[[^\]]+\]):(\d+)\/?$/.exec(h);
   if (!m) throw new BuildError(`engine address "${h}" must be unix:///PATH or tcp://HOST:PORT`);
   return new Docker({ host: m[2]!.replace(/^\[|\]$/g, ""), port: Number(m[3]), protocol: m[1] === "https" ? "https" : "http" });
-}
-
-/** A failure of a build step the user can act on (the command prints it, exit code 1 or `code`). */
-export class BuildError extends Error {
-  override readonly name = "BuildError";
-  constructor(
-    message: string,
-    /** The exit code the command ends with (a script's own code). */
-    readonly code = 1,
-  ) {
-    super(message);
-  }
 }
 
 const signal = (ms = callTimeoutMs) => AbortSignal.timeout(ms);
@@ -80,58 +72,144 @@ export interface ScriptRun {
 }
 
 /**
+ * A stream's bytes as text: a UTF-8 character split between two chunks is decoded whole (not as two
+ * U+FFFD); `flush` gives what is left at the end. Written to by demuxStream.
+ */
+export function textSink(onText: (text: string) => void): { write(chunk: Buffer): boolean; flush(): void } {
+  const d = new StringDecoder("utf8");
+  return {
+    write(chunk) {
+      const t = d.write(chunk);
+      if (t) onText(t);
+      return true;
+    },
+    flush() {
+      const t = d.end();
+      if (t) onText(t);
+    },
+  };
+}
+
+/** Remove a container, or say in a sentence why it could not be (for an error message that has a cause already). */
+async function removeNoting(docker: Docker, id: string): Promise<string> {
+  try {
+    await removeContainer(docker, id);
+    return "";
+  } catch (e) {
+    return `; its container ${id.slice(0, 12)} could not be removed (${(e as Error).message}): docker rm -f ${id.slice(0, 12)}`;
+  }
+}
+
+/**
  * Run `lines` in a new container of `image`, each as `sh -c LINE` in the app directory, stopping
  * at the first failing line; `source` (a tar for "/") is put in before the start. Output is passed
- * on as it comes. The container is left (stopped) for a commit; the caller removes it.
+ * on as it comes. On success or a failing line the container is left (stopped) for a commit and
+ * the caller removes it (in a finally); on anything else (the timeout, `signal`, an engine error)
+ * it is removed here, force, before the error is thrown: no script container outlives its step.
+ *
+ * `step` names the script in errors (`build.script timed out after 30m`); `signal` is the command's
+ * interrupt (SIGINT, SIGTERM), its reason a BuildError with the exit code.
  */
 export async function runScript(
   docker: Docker,
-  o: { image: string; lines: readonly string[]; source?: Buffer; labels?: Record<string, string>; onOutput(chunk: string, stream: "stdout" | "stderr"): void; timeoutMs: number },
+  o: {
+    image: string;
+    lines: readonly string[];
+    step: string;
+    source?: Buffer | readonly Buffer[];
+    labels?: Record<string, string>;
+    onOutput(chunk: string, stream: "stdout" | "stderr"): void;
+    timeoutMs: number;
+    signal?: AbortSignal;
+  },
 ): Promise<ScriptRun> {
+  o.signal?.throwIfAborted();
   // The image's own entrypoint would run the script as its argument: replaced by `sh -c` only when
   // it has one (commit puts it back); without one the command alone is `sh -c SCRIPT`.
   const image = await inspectImage(docker, o.image);
   const hasEntrypoint = (image?.entrypoint ?? []).length > 0;
-  const container = await docker.createContainer({
-    Image: o.image,
-    WorkingDir: appDir,
-    ...(hasEntrypoint ? { Entrypoint: ["sh", "-c"], Cmd: [scriptWrapper(o.lines)] } : { Cmd: ["sh", "-c", scriptWrapper(o.lines)] }),
-    Labels: o.labels ?? {},
-    AttachStdout: true,
-    AttachStderr: true,
-    abortSignal: signal(),
-  } as Docker.ContainerCreateOptions);
-  if (o.source) await container.putArchive(o.source, { path: "/", abortSignal: signal() } as object);
-  const stream = (await container.attach({ stream: true, stdout: true, stderr: true, abortSignal: signal(o.timeoutMs) } as object)) as unknown as Readable;
-  let output = "";
-  let stderr = "";
-  const out = new PassThrough();
-  const err = new PassThrough();
-  out.on("data", (c: Buffer) => {
-    const text = c.toString();
-    output += text;
-    o.onOutput(text, "stdout");
-  });
-  err.on("data", (c: Buffer) => {
-    const text = c.toString();
-    stderr += text;
-    const shown = withoutMarker(text);
-    output += shown;
-    if (shown) o.onOutput(shown, "stderr");
-  });
-  docker.modem.demuxStream(stream, out, err);
-  const ended = new Promise<void>((resolve) => {
-    stream.on("end", resolve);
-    stream.on("close", resolve);
-    stream.on("error", () => resolve());
-  });
-  await container.start({ abortSignal: signal() } as object);
-  const waited = (await container.wait({ abortSignal: signal(o.timeoutMs) } as object)) as { StatusCode: number };
-  // The last output may trail the exit a little; an attach that never ends does not hold us up.
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([ended, new Promise((r) => (timer = setTimeout(r, 5_000)))]);
-  clearTimeout(timer);
-  return { containerId: container.id, exitCode: waited.StatusCode, failed: failedLine(stderr), output };
+  // Named, so that a create the engine did though our call failed (its timeout) is found and removed.
+  const name = `capstan-script-${randomBytes(8).toString("hex")}`;
+  let container: Docker.Container;
+  try {
+    container = await docker.createContainer({
+      name,
+      Image: o.image,
+      WorkingDir: appDir,
+      ...(hasEntrypoint ? { Entrypoint: ["sh", "-c"], Cmd: [scriptWrapper(o.lines)] } : { Cmd: ["sh", "-c", scriptWrapper(o.lines)] }),
+      Labels: o.labels ?? {},
+      AttachStdout: true,
+      AttachStderr: true,
+      abortSignal: signal(),
+    } as Docker.ContainerCreateOptions);
+  } catch (e) {
+    await removeNoting(docker, name);
+    throw e;
+  }
+  // One controller ends every call of the run: the script's timeout or the command's interrupt.
+  const stop = new AbortController();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    stop.abort();
+  }, o.timeoutMs);
+  const interrupt = () => stop.abort();
+  o.signal?.addEventListener("abort", interrupt, { once: true });
+  const both = (ms = callTimeoutMs) => AbortSignal.any([signal(ms), stop.signal]);
+  try {
+    if (o.signal?.aborted) stop.abort();
+    if (o.source) {
+      const body = Buffer.isBuffer(o.source) ? o.source : Readable.from(o.source);
+      await container.putArchive(body as Buffer, { path: "/", abortSignal: both() } as object);
+    }
+    const stream = (await container.attach({ stream: true, stdout: true, stderr: true, abortSignal: stop.signal } as object)) as unknown as Readable;
+    let output = "";
+    let stderr = "";
+    let held = "";
+    const out = textSink((text) => {
+      output += text;
+      o.onOutput(text, "stdout");
+    });
+    const showErr = (text: string) => {
+      const shown = withoutMarker(text);
+      output += shown;
+      if (shown) o.onOutput(shown, "stderr");
+    };
+    const err = textSink((text) => {
+      stderr += text;
+      // A marker split across chunks is held back whole (markerHoldFrom), then taken out.
+      held += text;
+      const cut = markerHoldFrom(held);
+      showErr(held.slice(0, cut));
+      held = held.slice(cut);
+    });
+    docker.modem.demuxStream(stream, out as unknown as Writable, err as unknown as Writable);
+    const ended = new Promise<void>((resolve) => {
+      stream.on("end", resolve);
+      stream.on("close", resolve);
+      stream.on("error", () => resolve());
+    });
+    await container.start({ abortSignal: both() } as object);
+    const waited = (await container.wait({ abortSignal: stop.signal } as object)) as { StatusCode: number };
+    // The last output may trail the exit a little; an attach that never ends does not hold us up.
+    let graceTimer: NodeJS.Timeout | undefined;
+    await Promise.race([ended, new Promise((r) => (graceTimer = setTimeout(r, 5_000)))]);
+    clearTimeout(graceTimer);
+    out.flush();
+    err.flush();
+    showErr(held);
+    return { containerId: container.id, exitCode: waited.StatusCode, failed: failedLine(stderr), output };
+  } catch (e) {
+    const note = await removeNoting(docker, container.id);
+    if (timedOut) throw new BuildError(`${o.step} timed out after ${formatDuration(o.timeoutMs)} (-script-timeout)${note || "; its container was removed"}`);
+    const reason: unknown = o.signal?.aborted ? o.signal.reason : undefined;
+    if (reason instanceof BuildError) throw new BuildError(`${o.step}: ${reason.message}${note || "; its container was removed"}`, reason.code);
+    if (note && e instanceof Error) e.message += note;
+    throw e;
+  } finally {
+    clearTimeout(timer);
+    o.signal?.removeEventListener("abort", interrupt);
+  }
 }
 
 /** Commit a container as repo:tag with labels; the image keeps `keep`'s start command (not the script's). */
@@ -141,6 +219,7 @@ export async function commit(docker: Docker, containerId: string, o: { repo: str
     `CMD ${JSON.stringify(o.keep.cmd ?? [])}`,
     ...Object.entries(o.labels).map(([k, v]) => `LABEL ${k}=${JSON.stringify(v)}`),
   ];
+  checkTag(o.tag, `commit of ${o.repo}`);
   const r = (await docker.getContainer(containerId).commit({ repo: o.repo, tag: o.tag, changes, pause: false, abortSignal: signal() } as object)) as { Id: string };
   return r.Id;
 }
@@ -156,6 +235,7 @@ export async function removeContainer(docker: Docker, id: string): Promise<void>
 
 /** Tag an image (`repo:tag`). */
 export async function tagImage(docker: Docker, image: string, repo: string, tag: string): Promise<void> {
+  checkTag(tag, `tag of ${repo}`);
   await docker.getImage(image).tag({ repo, tag, abortSignal: signal() } as Docker.ImageTagOptions);
 }
 
@@ -188,9 +268,11 @@ export async function copyOut(docker: Docker, containerId: string, src: string, 
   const ex = extract();
   const p = pack();
   const packed = packedBytes(p);
+  let copied = 0;
   const extracted = new Promise<void>((resolve, reject) => {
     ex.on("entry", (header, stream, next) => {
       const name = renameEntry(header.name, base, dest);
+      if (name !== undefined) copied++;
       if (name === undefined) {
         stream.resume();
         stream.on("end", next);
@@ -205,6 +287,8 @@ export async function copyOut(docker: Docker, containerId: string, src: string, 
   ex.end(raw);
   await extracted;
   p.finalize();
+  // A copy that succeeds with nothing in it is a release without its files: refused.
+  if (copied === 0) throw new BuildError(`${what}: ${src} matched nothing in the build image`);
   return { tar: await packed, raw };
 }
 
@@ -218,6 +302,7 @@ export async function putArchive(docker: Docker, containerId: string, tar: Buffe
  * alone), imported from a tar by the engine (POST /images/create?fromSrc=-): nothing is downloaded.
  */
 export async function importFiles(docker: Docker, files: { name: string; content: Buffer }[], repo: string, tag: string, labels: Record<string, string>): Promise<void> {
+  checkTag(tag, `import of ${repo}`);
   const p = pack();
   const done = packedBytes(p);
   for (const f of files) p.entry({ name: f.name, mode: 0o644, mtime: new Date(0), size: f.content.length }, f.content);
@@ -235,10 +320,22 @@ export interface PushAuth {
   serveraddress: string;
 }
 
-/** Push repo:tag with `auth`; a failure (denied, unreachable) is a BuildError with the engine's message. */
-export async function pushImage(docker: Docker, repo: string, tag: string, auth: PushAuth, timeoutMs: number): Promise<void> {
-  const stream = (await docker.getImage(repo).push({ tag, authconfig: auth, abortSignal: signal(timeoutMs) } as object)) as unknown as Readable;
-  await followStream(docker, stream, `push of ${repo}:${tag}`);
+/**
+ * Push repo:tag with `auth`; a failure (denied, unreachable) is a BuildError with the engine's
+ * message, the timeout one saying so. `interrupt`: the command's (its reason is the error).
+ */
+export async function pushImage(docker: Docker, repo: string, tag: string, auth: PushAuth, timeoutMs: number, interrupt?: AbortSignal): Promise<void> {
+  // An empty tag would push every tag of the repository.
+  checkTag(tag, `push of ${repo}`);
+  const timeout = signal(timeoutMs);
+  try {
+    const stream = (await docker.getImage(repo).push({ tag, authconfig: auth, abortSignal: interrupt ? AbortSignal.any([timeout, interrupt]) : timeout } as object)) as unknown as Readable;
+    await followStream(docker, stream, `push of ${repo}:${tag}`);
+  } catch (e) {
+    if (interrupt?.aborted && interrupt.reason instanceof BuildError) throw new BuildError(`push of ${repo}:${tag}: ${interrupt.reason.message}`, interrupt.reason.code);
+    if (timeout.aborted) throw new BuildError(`push of ${repo}:${tag} timed out after ${formatDuration(timeoutMs)} (-push-timeout)`);
+    throw e;
+  }
 }
 
 async function followStream(docker: Docker, stream: Readable, what: string): Promise<void> {

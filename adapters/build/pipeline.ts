@@ -25,7 +25,7 @@ import {
   type ImageInfo,
   type PushAuth,
 } from "./docker.ts";
-import { buildTag, cacheKey, contentDigest, copyPaths, labels, metaTag, prepareKey, prepareTag, releaseTag } from "./plan.ts";
+import { buildTag, cacheKey, checkTag, contentDigest, copyPaths, gitNamesSource, labels, metaTag, prepareKey, prepareTag, releaseTag } from "./plan.ts";
 import { archiveSource } from "./source.ts";
 
 const run = promisify(execFile);
@@ -47,6 +47,41 @@ export interface PipelineContext {
   /** Longest a script (prepare, build, test) may run, ms. */
   scriptTimeoutMs: number;
   now?: () => Date;
+  /**
+   * The command's interrupt (SIGINT, SIGTERM: interruptSignal): a script's container is removed
+   * and the step ends with the reason, a BuildError with the exit code.
+   */
+  signal?: AbortSignal;
+}
+
+/** Stop between steps once interrupted (the reason is a BuildError naming the signal). */
+function checkInterrupt(ctx: PipelineContext): void {
+  ctx.signal?.throwIfAborted();
+}
+
+/**
+ * An AbortSignal that SIGINT and SIGTERM abort (reason: a BuildError, exit code 128 + the
+ * signal's number), for PipelineContext.signal: the pipeline removes its containers and ends.
+ * A second signal ends the process at once (the cleanup itself hung). `dispose` puts the
+ * default handling back.
+ */
+export function interruptSignal(): { signal: AbortSignal; dispose(): void } {
+  const ac = new AbortController();
+  const codes = { SIGINT: 130, SIGTERM: 143 } as const;
+  const on = (name: keyof typeof codes) => () => {
+    if (ac.signal.aborted) process.exit(codes[name]);
+    ac.abort(new BuildError(`interrupted by ${name}`, codes[name]));
+  };
+  const handlers = { SIGINT: on("SIGINT"), SIGTERM: on("SIGTERM") };
+  process.on("SIGINT", handlers.SIGINT);
+  process.on("SIGTERM", handlers.SIGTERM);
+  return {
+    signal: ac.signal,
+    dispose() {
+      process.removeListener("SIGINT", handlers.SIGINT);
+      process.removeListener("SIGTERM", handlers.SIGTERM);
+    },
+  };
 }
 
 export interface BuildResult {
@@ -83,9 +118,10 @@ async function startImage(ctx: PipelineContext, make: boolean): Promise<{ image:
   if (!make) return undefined;
   const tag = prepareTag(b.prepare.version, (ctx.now ?? (() => new Date()))());
   ctx.out(`capstan: prepare ${app}:${tag} from ${b.base}\n`, "stderr");
-  const r = await runScript(ctx.docker, { image: base.id, lines: b.prepare.script, labels: { [labels.app]: app }, onOutput: ctx.out, timeoutMs: ctx.scriptTimeoutMs });
+  const r = await runScript(ctx.docker, { image: base.id, lines: b.prepare.script, step: "build.prepare.script", labels: { [labels.app]: app }, onOutput: ctx.out, timeoutMs: ctx.scriptTimeoutMs, signal: ctx.signal });
   try {
     if (r.exitCode !== 0) throw scriptFailure("build.prepare.script", b.prepare.script, r);
+    checkInterrupt(ctx);
     const id = await commit(ctx.docker, r.containerId, { repo: app, tag, labels: { [labels.app]: app, [labels.kind]: "prepare", [labels.prepareKey]: key }, keep: base });
     return { image: (await inspectImage(ctx.docker, id))!, ref: id, original: base };
   } finally {
@@ -93,11 +129,16 @@ async function startImage(ctx: PipelineContext, make: boolean): Promise<{ image:
   }
 }
 
-/** The source tree's git commit when it is a git work tree with nothing uncommitted (the original's build tag). */
-async function gitCommit(dir: string): Promise<{ committerDate: Date; commit: string } | undefined> {
+/**
+ * The source tree's git commit when it is a git work tree with nothing uncommitted and none of the
+ * files sent (`sent`) ignored by git (the original's build tag; gitNamesSource says why).
+ */
+async function gitCommit(dir: string, sent: readonly string[]): Promise<{ committerDate: Date; commit: string } | undefined> {
   try {
     const status = await run("git", ["-C", dir, "status", "--porcelain"], { timeout: 5_000 });
     if (status.stdout.trim() !== "") return undefined;
+    const ignored = await run("git", ["-C", dir, "ls-files", "--others", "--ignored", "--exclude-standard", "--directory", "-z"], { timeout: 5_000, maxBuffer: 64 << 20 });
+    if (!gitNamesSource(sent, ignored.stdout.split("\0").filter(Boolean))) return undefined;
     const log = await run("git", ["-C", dir, "log", "-1", "--format=%ct %H"], { timeout: 5_000 });
     const [ct, hash] = log.stdout.trim().split(" ");
     if (!ct || !hash) return undefined;
@@ -117,18 +158,28 @@ export async function build(ctx: PipelineContext, make = true): Promise<BuildRes
   const start = await startImage(ctx, make);
   if (!start) return undefined;
   const source = await archiveSource(ctx.sourceDir, "platform/app");
+  checkInterrupt(ctx);
   const key = cacheKey(start.image.id, b.script, source.digest);
   const found = await findImageByLabels(ctx.docker, { [labels.app]: app, [labels.kind]: "build", [labels.key]: key });
+  const newTag = async () => checkTag(buildTag({ git: await gitCommit(ctx.sourceDir, source.sent), now: (ctx.now ?? (() => new Date()))(), cacheKey: key }), "build tag");
   if (found) {
-    const tag = found.tags.map((t) => t.slice(t.lastIndexOf(":") + 1)).find((t) => t.startsWith("build-")) ?? "";
+    let tag = found.tags.filter((t) => t.startsWith(`${app}:build-`)).map((t) => t.slice(app.length + 1))[0];
+    if (tag === undefined) {
+      // The image lost its tag (removed, or taken by a later build of the same commit): it gets
+      // one again, never an empty one (`app:` would be pushed as every tag of the repository).
+      tag = await newTag();
+      ctx.out(`capstan: build image ${found.id.slice(7, 19)} had no build- tag: tagged ${app}:${tag}\n`, "stderr");
+      await tagImage(ctx.docker, found.id, app, tag);
+    }
     return { image: `${app}:${tag}`, tag, id: found.id, cacheKey: key, cached: true, base: start.original };
   }
   if (!make) return undefined;
-  const tag = buildTag({ git: await gitCommit(ctx.sourceDir), now: (ctx.now ?? (() => new Date()))(), cacheKey: key });
-  ctx.out(`capstan: build ${app}:${tag} from ${b.prepare ? `${start.ref.slice(0, 19)} (prepare of ${b.base})` : b.base}, source ${source.files} files\n`, "stderr");
-  const r = await runScript(ctx.docker, { image: start.image.id, lines: b.script, source: source.tar, labels: { [labels.app]: app }, onOutput: ctx.out, timeoutMs: ctx.scriptTimeoutMs });
+  const tag = await newTag();
+  ctx.out(`capstan: build ${app}:${tag} from ${b.prepare ? `${start.ref.slice(0, 19)} (prepare of ${b.base})` : b.base}, source ${source.files} files${source.ignoreFile ? ` (less what ${source.ignoreFile} excludes)` : ""}\n`, "stderr");
+  const r = await runScript(ctx.docker, { image: start.image.id, lines: b.script, step: "build.script", source: source.tar, labels: { [labels.app]: app }, onOutput: ctx.out, timeoutMs: ctx.scriptTimeoutMs, signal: ctx.signal });
   try {
     if (r.exitCode !== 0) throw scriptFailure("build.script", b.script, r);
+    checkInterrupt(ctx);
     const id = await commit(ctx.docker, r.containerId, { repo: app, tag, labels: { [labels.app]: app, [labels.kind]: "build", [labels.key]: key }, keep: start.original });
     return { image: `${app}:${tag}`, tag, id, cacheKey: key, cached: false, base: start.original };
   } finally {
@@ -148,9 +199,10 @@ export async function test(ctx: PipelineContext): Promise<{ build: BuildResult; 
   const t = ctx.def.test;
   if (!t || t.script.length === 0) throw new BuildError("test.script: the definition has no test script");
   const b = await currentBuild(ctx);
-  const r = await runScript(ctx.docker, { image: b.id, lines: t.script, labels: { [labels.app]: ctx.def.appname }, onOutput: ctx.out, timeoutMs: ctx.scriptTimeoutMs });
+  const r = await runScript(ctx.docker, { image: b.id, lines: t.script, step: "test.script", labels: { [labels.app]: ctx.def.appname }, onOutput: ctx.out, timeoutMs: ctx.scriptTimeoutMs, signal: ctx.signal });
   await removeContainer(ctx.docker, r.containerId);
   if (r.exitCode !== 0) throw scriptFailure("test.script", t.script, r);
+  checkInterrupt(ctx);
   return { build: b, output: r.output };
 }
 
@@ -173,7 +225,10 @@ export async function release(
   o: { registry: string; definitionFile: string; definitionText: string; auth?: PushAuth; pushTimeoutMs: number },
 ): Promise<ReleaseResult> {
   const app = ctx.def.appname;
+  // Every copy path is checked before anything is made.
+  const copies = (ctx.def.release?.copy ?? []).map((entry, i) => copyPaths(entry, i));
   const b = await currentBuild(ctx);
+  checkInterrupt(ctx);
   const repository = `${o.registry}/${app}`;
   const now = (ctx.now ?? (() => new Date()))();
   const appLabel = { [labels.app]: app };
@@ -187,13 +242,14 @@ export async function release(
     try {
       to = await createIdle(ctx.docker, dest.id, appLabel);
       const raws: Buffer[] = [Buffer.from(dest.id)];
-      for (const [i, entry] of rel.copy.entries()) {
-        const p = copyPaths(entry);
+      for (const [i, p] of copies.entries()) {
+        checkInterrupt(ctx);
         const { tar, raw } = await copyOut(ctx.docker, from, p.src, p.dest, `release.copy[${i}].src`);
         raws.push(Buffer.from(`${p.dest}\n`), raw);
         await putArchive(ctx.docker, to, tar);
       }
       tag = releaseTag(now, contentDigest(raws));
+      checkInterrupt(ctx);
       await commit(ctx.docker, to, { repo: repository, tag, labels: { ...appLabel, [labels.kind]: "release" }, keep: dest });
     } finally {
       await removeContainer(ctx.docker, from);
@@ -203,13 +259,15 @@ export async function release(
     tag = releaseTag(now, contentDigest([b.id]));
     await tagImage(ctx.docker, b.id, repository, tag);
   }
+  checkInterrupt(ctx);
   const meta = metaTag(tag);
   await importFiles(ctx.docker, [{ name: basename(o.definitionFile), content: Buffer.from(o.definitionText) }], repository, meta, { ...appLabel, [labels.kind]: "meta" });
   await tagImage(ctx.docker, b.id, repository, b.tag);
   if (o.auth) {
     for (const t of [b.tag, meta, tag]) {
       ctx.out(`capstan: push ${repository}:${t}\n`, "stderr");
-      await pushImage(ctx.docker, repository, t, o.auth, o.pushTimeoutMs);
+      checkInterrupt(ctx);
+      await pushImage(ctx.docker, repository, t, o.auth, o.pushTimeoutMs, ctx.signal);
     }
   }
   return { repository, release: tag, meta, build: b.tag, pushed: o.auth !== undefined };

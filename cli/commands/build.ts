@@ -1,6 +1,6 @@
 // `capstan build -f app.yaml [-C DIR] [-docker HOST]`: the build image of an app's source, on a
 // Docker engine, from build.base and build.script (docs/build.md).
-import { build } from "../../adapters/build/pipeline.ts";
+import { build, interruptSignal } from "../../adapters/build/pipeline.ts";
 import { buildOptionDefs, loadBuild, reportBuildFailure } from "../build-options.ts";
 import { parseArgs, usage, UsageError } from "../options.ts";
 
@@ -22,8 +22,11 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   if (args.positionals.length > 0) throw new UsageError(`unexpected argument "${args.positionals[0]}"`);
+  // SIGINT, SIGTERM: the running step removes its container and the command ends 130 / 143.
+  const interrupt = interruptSignal();
   try {
     const { ctx } = await loadBuild("build", args.options);
+    ctx.signal = interrupt.signal;
     const started = Date.now();
     const b = (await build(ctx))!;
     process.stderr.write(`capstan: ${b.cached ? "unchanged, reused" : "built"} ${b.image} (${b.id.slice(7, 19)}) in ${((Date.now() - started) / 1000).toFixed(1)}s\n`);
@@ -31,5 +34,7 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   } catch (e) {
     return reportBuildFailure("build", e);
+  } finally {
+    interrupt.dispose();
   }
 }

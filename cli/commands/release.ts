@@ -1,7 +1,7 @@
 // `capstan release CLUSTER -f app.yaml [-registry HOST:PORT]`: the release image of the current
 // build, its meta image and the build image, pushed to the platform registry with the user's
 // console token (docs/build.md).
-import { release } from "../../adapters/build/pipeline.ts";
+import { interruptSignal, release } from "../../adapters/build/pipeline.ts";
 import { buildOptionDefs, loadBuild, registryCredentials, registryOptionDef, reportBuildFailure } from "../build-options.ts";
 import { clusterCommandOptionDefs, positionals } from "../cluster-options.ts";
 import { parseArgs, usage, type OptionDef } from "../options.ts";
@@ -32,8 +32,11 @@ export async function run(argv: string[]): Promise<number> {
   }
   const [cluster] = positionals(args.positionals, ["CLUSTER"], "capstan release local -f app.yaml");
   const o = args.options as { registry: string; "push-timeout": number; "no-push"?: boolean };
+  // SIGINT, SIGTERM: the running step removes its container and the command ends 130 / 143.
+  const interrupt = interruptSignal();
   try {
     const { ctx, file, text } = await loadBuild("release", args.options);
+    ctx.signal = interrupt.signal;
     const creds = o["no-push"] ? undefined : await registryCredentials(cluster!, args.options);
     const auth = creds && { username: creds.user, password: creds.token, serveraddress: o.registry };
     const r = await release(ctx, { registry: o.registry, definitionFile: file, definitionText: text, auth, pushTimeoutMs: o["push-timeout"] });
@@ -42,5 +45,7 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   } catch (e) {
     return reportBuildFailure("release", e);
+  } finally {
+    interrupt.dispose();
   }
 }

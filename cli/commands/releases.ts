@@ -29,7 +29,7 @@ export async function run(argv: string[]): Promise<number> {
     const rows = tags.map((tag) => ({ tag, time: releaseTime(tag)!.toISOString(), image: `${registry}/${app}:${tag}` }));
     if (format === "json") process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
     else if (rows.length === 0) process.stdout.write(`no releases of ${app} in ${registry}\n`);
-    else process.stdout.write(["TAG                                 TIME (UTC)            IMAGE", ...rows.map((r) => `${r.tag.padEnd(35)} ${r.time.slice(0, 19).replace("T", " ")}   ${r.image}`)].join("\n") + "\n");
+    else process.stdout.write([`${"TAG".padEnd(38)} ${"TIME (UTC)".padEnd(23)}   IMAGE`, ...rows.map((r) => `${r.tag.padEnd(38)} ${r.time.slice(0, 23).replace("T", " ")}   ${r.image}`)].join("\n") + "\n");
     return 0;
   } catch (e) {
     return reportBuildFailure("releases", e);

@@ -1,5 +1,5 @@
 // `capstan test -f app.yaml`: test.script in a container of the current build image (docs/build.md).
-import { test } from "../../adapters/build/pipeline.ts";
+import { interruptSignal, test } from "../../adapters/build/pipeline.ts";
 import { buildOptionDefs, loadBuild, reportBuildFailure } from "../build-options.ts";
 import { parseArgs, usage, UsageError } from "../options.ts";
 
@@ -21,12 +21,17 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   if (args.positionals.length > 0) throw new UsageError(`unexpected argument "${args.positionals[0]}"`);
+  // SIGINT, SIGTERM: the running step removes its container and the command ends 130 / 143.
+  const interrupt = interruptSignal();
   try {
     const { ctx } = await loadBuild("test", args.options, "stdout");
+    ctx.signal = interrupt.signal;
     const r = await test(ctx);
     process.stderr.write(`capstan: test.script passed on ${r.build.image}\n`);
     return 0;
   } catch (e) {
     return reportBuildFailure("test", e);
+  } finally {
+    interrupt.dispose();
   }
 }

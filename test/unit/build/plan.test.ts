@@ -56,10 +56,15 @@ describe("build plan", () => {
     expect(buildTag({ now: at, cacheKey: "0123456789abcdef" })).toBe("build-20260304050607-0123456789ab");
     expect(buildTag({ now: at, cacheKey: "x", git: { committerDate: new Date("2025-01-02T03:04:05Z"), commit: "ffeeddccbbaa99887766" } })).toBe("build-20250102030405-ffeeddccbbaa");
     const r = releaseTag(at, "abcdef0123456789");
-    expect(r).toBe("release-20260304050607-abcdef012345");
-    expect(metaTag(r)).toBe("meta-20260304050607-abcdef012345");
-    expect(releaseTime(r)?.toISOString()).toBe("2026-03-04T05:06:07.000Z");
+    expect(r).toBe("release-20260304050607890-abcdef012345");
+    expect(metaTag(r)).toBe("meta-20260304050607890-abcdef012345");
+    expect(releaseTime(r)?.toISOString()).toBe("2026-03-04T05:06:07.890Z");
     expect(releasesNewestFirst(["latest", "release-20250101000000-aaaaaaaaaaaa", "meta-20270101000000-aaaaaaaaaaaa", r, "release-x"])).toEqual([r, "release-20250101000000-aaaaaaaaaaaa"]);
+    // Two releases in one second: the later first, whatever their digests (a tag of seconds only,
+    // made before milliseconds were added, counts as .000).
+    const early = releaseTag(new Date("2026-03-04T05:06:07.100Z"), "ffffffffffffffff");
+    const late = releaseTag(new Date("2026-03-04T05:06:07.900Z"), "0000000000000000");
+    expect(releasesNewestFirst([early, late, "release-20260304050607-888888888888"])).toEqual([late, early, "release-20260304050607-888888888888"]);
   });
 
   it("places release.copy entries: relative sources in /platform/app, archive names moved to dest", () => {
