@@ -12,8 +12,8 @@
 // the containers. Capstan also makes and pushes the meta image (the definition file).
 // Warm: `build` again with nothing changed (the cache hit: no container runs).
 //
-// Targets: Capstan cold <= 1.2 x the hand steps; warm build <= 10 % of the cold build+release+push.
-// The CLI's own start (node + tsx, `capstan --version`) is measured and reported apart.
+// Targets, judged as whole commands (the steps plus one CLI start per command): Capstan cold
+// (`capstan build` + `capstan release`) <= 1.2 x the hand steps; warm `capstan build` <= 10 % of cold.
 //
 //   npm run bench:build   [BENCH_BUILD_ROUNDS=3]
 import { execFile } from "node:child_process";
@@ -135,20 +135,39 @@ async function main(): Promise<void> {
       }
       console.log(`round ${r + 1}: hand ${hand.at(-1)!.toFixed(0)} ms, capstan cold ${cold.at(-1)!.toFixed(0)} ms, warm ${warm.at(-1)!.toFixed(0)} ms`);
     }
-    const t = performance.now();
-    await run(capstanBin, ["--version"], { timeout: 30_000 });
-    const cliStartMs = performance.now() - t;
+    // The CLI's own start: the first run may make its bundle (docs/cli.md), so it is not counted.
+    await run(capstanBin, ["--version"], { timeout: 60_000 });
+    const starts: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const t = performance.now();
+      await run(capstanBin, ["--version"], { timeout: 30_000 });
+      starts.push(performance.now() - t);
+    }
+    const cliStartMs = percentile(starts, 50);
     const [h, c, w] = [percentile(hand, 50), percentile(cold, 50), percentile(warm, 50)];
+    // As a user runs them: `capstan build` then `capstan release` (two starts) cold, `capstan
+    // build` (one start) warm.
+    const coldCommands = c + 2 * cliStartMs;
+    const warmCommand = w + cliStartMs;
     report({
       bench: "build",
-      figures: { rounds, hand_ms_median: Math.round(h), capstan_cold_ms_median: Math.round(c), capstan_warm_ms_median: Math.round(w), cli_start_ms: Math.round(cliStartMs) },
-      ratios: { cold_over_hand: c / h, warm_over_cold: w / c },
+      figures: {
+        rounds,
+        hand_ms_median: Math.round(h),
+        capstan_cold_ms_median: Math.round(c),
+        capstan_warm_ms_median: Math.round(w),
+        cli_start_ms: Math.round(cliStartMs),
+        capstan_cold_commands_ms: Math.round(coldCommands),
+        capstan_warm_command_ms: Math.round(warmCommand),
+      },
+      ratios: { cold_over_hand: c / h, warm_over_cold: w / c, cold_commands_over_hand: coldCommands / h, warm_command_over_cold_commands: warmCommand / coldCommands },
       targets: [
-        { name: "cold_over_hand", kind: "max", value: 1.2 },
-        { name: "warm_over_cold", kind: "max", value: 0.1 },
+        { name: "cold_commands_over_hand", kind: "max", value: 1.2 },
+        { name: "warm_command_over_cold_commands", kind: "max", value: 0.1 },
       ],
       notes: [
-        "Capstan: build + release + push of release, meta and build images, in-process (adapters/build/pipeline.ts); the CLI adds cli_start_ms per command",
+        "Capstan: build + release + push of release, meta and build images, in-process (adapters/build/pipeline.ts); *_commands_* add the CLI's start (median of 5 `capstan --version`) per command: two cold (build, release), one warm (build)",
+        "not counted: release's console whoami round trip (loopback, a few ms)",
         "hand: docker create/cp/start -a/commit, create/cp/create/cp/commit, push release and build, rm, with the docker CLI",
         `engine n1 (${engine}), base ${base}, a fresh capstan registry per leg`,
       ],

@@ -221,7 +221,7 @@ describe("two orchestrators on a three-member etcd cluster", () => {
         return r.status !== 503 && r;
       }, 20_000, 200);
       expect([202, 409], JSON.stringify(retry.body)).toContain(retry.status);
-      if (retry.status === 409) expect((retry.body as { code?: string }).code).toBe("AlreadyExists");
+      if (retry.status === 409) expect(retry.body).toMatchObject({ code: "NotAllowed", reason: "AlreadyExists" });
       ids.set(name, (await converged(() => stored, name, 1))[0]!);
     }
     // Informers resumed: a write through the follower's API now is acted on by the leader, and the
