@@ -6,12 +6,15 @@
 // changed, so editing a source needs no build step (docs/cli.md).
 // CAPSTAN_CLI_BUNDLE=0 runs the sources through tsx instead; so does a bundle that cannot be made
 // (a read-only node_modules, say), with one line on standard error saying why.
+import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
-const cacheDir = join(root, "node_modules", ".cache", "capstan-cli");
+// One directory per checkout: two checkouts sharing a node_modules (a symbolic link) keep
+// separate bundles rather than replacing each other's on every start.
+const cacheDir = join(root, "node_modules", ".cache", "capstan-cli", createHash("sha256").update(root).digest("hex").slice(0, 12));
 const currentFile = join(cacheDir, "current.json");
 /** Files that shape the bundle besides the sources esbuild reports reading. */
 const alwaysInputs = ["tsconfig.json", "package.json"];

@@ -4,7 +4,7 @@
 // a tiny project of its own (cli/bin/load-main.mjs copied, a cli/main.ts that prints a word), with
 // the real esbuild and tsx.
 import { execFile } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -15,7 +15,12 @@ const repo = join(import.meta.dirname, "../../..");
 
 describe("the capstan command's bundle", () => {
   let project: string;
-  const cache = () => join(project, "node_modules/.cache/capstan-cli");
+  const cache = () => {
+    const dir = join(project, "node_modules/.cache/capstan-cli");
+    const [only, ...more] = readdirSync(dir);
+    expect(more).toEqual([]); // one checkout, one directory
+    return join(dir, only!);
+  };
   const current = () => JSON.parse(readFileSync(join(cache(), "current.json"), "utf8")) as { dir: string; inputs: [string, number, number][] };
   const capstan = (env: Record<string, string> = {}) =>
     run(process.execPath, [join(project, "cli/bin/capstan.mjs"), "hello"], { env: { ...process.env, ...env }, timeout: 60_000 });
