@@ -15,7 +15,7 @@
 import { dirname, join } from "node:path";
 import { rmSync } from "node:fs";
 import type { Logger } from "../../runtime/log.ts";
-import { readUnsealFile, UnsealFileError, writePrivateFile, writeUnsealFile } from "./unseal-file.ts";
+import { readUnsealFile, UnsealFileError, unsealFileHolds, writePrivateFile, writeUnsealFile } from "./unseal-file.ts";
 import { VaultStateError, type Vault } from "./vault.ts";
 
 export interface AutoUnsealOptions {
@@ -47,17 +47,25 @@ export async function autoUnseal(vault: Vault, opts: AutoUnsealOptions): Promise
     }
     if (!opts.initialize) throw new UnsealFileError(`unseal key file ${file} does not exist`);
     const rootTokenFile = rootTokenFileOf(file);
+    let written: readonly string[] | undefined;
     const material = await vault.init(1, 1, ({ keys: made, rootToken }) => {
       try {
-        writeUnsealFile(file, made);
+        // Exclusive: a file that appeared since it was read is another process's, initializing
+        // this store at the same time; it is never replaced.
+        writeUnsealFile(file, made, { exclusive: true });
+        written = made;
         writePrivateFile(rootTokenFile, `${rootToken}\n`);
       } catch (e) {
-        // Nothing is initialized yet (beforeCommit): the start stops, the store unchanged.
-        throw new UnsealFileError(`cannot write unseal key file ${file} or ${rootTokenFile}: ${(e as Error).message}`);
+        // Nothing is initialized yet (beforeCommit): the start stops, the store unchanged, and no
+        // key file is left for an init that did not happen.
+        if (written !== undefined) rmSync(file, { force: true });
+        const why = (e as NodeJS.ErrnoException).code === "EEXIST" ? "it appeared meanwhile (another process initializing with it?)" : (e as Error).message;
+        throw new UnsealFileError(`cannot write unseal key file ${file} or ${rootTokenFile}: ${why}`);
       }
     }).catch((e: unknown) => {
-      // Another process initialized the store first: the file just written is not its key.
-      if (e instanceof VaultStateError) rmSync(file, { force: true });
+      // Another process initialized the store first: the file this one wrote is not its key.
+      // Removed only while it still holds what this process wrote.
+      if (e instanceof VaultStateError && written !== undefined && unsealFileHolds(file, written)) rmSync(file, { force: true });
       throw e;
     });
     await unsealWith(vault, file, material.keys);

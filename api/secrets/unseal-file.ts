@@ -7,7 +7,7 @@
 // and lines starting with `#` are ignored. So an operator can write it from the printed shares:
 //   printf '%s\n' KEY1 KEY2 KEY3 > FILE   (with umask 077, or chmod 600 FILE after)
 import { randomBytes } from "node:crypto";
-import { closeSync, fstatSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync, type Stats } from "node:fs";
+import { closeSync, fstatSync, fsyncSync, linkSync, openSync, readFileSync, renameSync, rmSync, writeSync, type Stats } from "node:fs";
 import { basename, dirname, join } from "node:path";
 
 /** A file that may not be used: absent, unreadable, too open, someone else's, or with no share. */
@@ -69,24 +69,53 @@ export function readUnsealFile(file: string): string[] | undefined {
 
 /**
  * Write the shares to `file`, atomically and private from the first byte: a new file of mode 0600
- * beside it, synced, then renamed over `file`. A crash leaves either no file or the whole one.
+ * beside it, synced, then put in place and the directory synced. A crash leaves either no file or
+ * the whole one, and once this returns the file survives a power loss (the store's init, which
+ * comes after, must never outlive the only copy of its key). With `exclusive`, an existing `file`
+ * is left alone and the write fails with EEXIST: another process is initializing with it.
  */
-export function writeUnsealFile(file: string, keys: readonly string[]): void {
-  writePrivateFile(file, formatUnsealFile(keys));
+export function writeUnsealFile(file: string, keys: readonly string[], options: { exclusive?: boolean } = {}): void {
+  writePrivateFile(file, formatUnsealFile(keys), options);
 }
 
 /** The same atomic 0600 write, for other material kept beside the shares (the root token). */
-export function writePrivateFile(file: string, text: string): void {
+export function writePrivateFile(file: string, text: string, options: { exclusive?: boolean } = {}): void {
   const tmp = join(dirname(file), `.${basename(file)}.${randomBytes(4).toString("hex")}.tmp`);
   const fd = openSync(tmp, "wx", 0o600);
   try {
     writeSync(fd, text);
     fsyncSync(fd);
-  } catch (e) {
     closeSync(fd);
-    rmSync(tmp, { force: true });
+    // link() never replaces a file; rename() does.
+    if (options.exclusive) linkSync(tmp, file);
+    else renameSync(tmp, file);
+  } catch (e) {
+    try {
+      closeSync(fd);
+    } catch {
+      // closed already
+    }
     throw e;
+  } finally {
+    rmSync(tmp, { force: true });
   }
-  closeSync(fd);
-  renameSync(tmp, file);
+  syncDirectory(dirname(file));
+}
+
+/** Whether `file` holds exactly `keys` (so a process removes only the file it wrote). */
+export function unsealFileHolds(file: string, keys: readonly string[]): boolean {
+  try {
+    return readFileSync(file, "utf8") === formatUnsealFile(keys);
+  } catch {
+    return false;
+  }
+}
+
+function syncDirectory(dir: string): void {
+  const fd = openSync(dir, "r");
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
 }

@@ -1,6 +1,6 @@
 // Auto-unseal (docs/secrets.md, "Auto-unseal"): the unseal key file's mode and owner check, its
 // format, and the start-up decision on a private in-memory store with real files in a temp dir.
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
@@ -94,6 +94,44 @@ describe("autoUnseal", () => {
     const file = join(dir, "no-such-dir", "unseal-key");
     await expect(autoUnseal(new Vault(store), opts(file))).rejects.toThrow(`cannot write unseal key file ${file}`);
     expect((await new Vault(store).status()).initialized).toBe(false);
+  });
+
+  it("a root token that cannot be written leaves no key file behind (the init did not happen)", async () => {
+    const store = newStore();
+    const file = freshFile();
+    mkdirSync(rootTokenFileOf(file)); // a directory where the root token goes: rename fails
+    await expect(autoUnseal(new Vault(store), opts(file))).rejects.toThrow(`cannot write unseal key file ${file} or ${rootTokenFileOf(file)}`);
+    expect(existsSync(file)).toBe(false);
+    expect((await new Vault(store).status()).initialized).toBe(false);
+  });
+
+  it("never replaces a key file that appeared while it initialized, and on losing the init race removes only its own", async () => {
+    // The file appears between the read and the write: another process initializing with it.
+    const store = newStore();
+    const file = freshFile();
+    const vault = new Vault(store);
+    const init = vault.init.bind(vault);
+    vault.init = (shares, threshold, beforeCommit) => {
+      writeFileSync(file, "theirs\n", { mode: 0o600 });
+      return init(shares, threshold, beforeCommit);
+    };
+    await expect(autoUnseal(vault, opts(file))).rejects.toThrow(/it appeared meanwhile/);
+    expect(readFileSync(file, "utf8")).toBe("theirs\n");
+    expect((await new Vault(store).status()).initialized).toBe(false);
+
+    // Another process commits its init first: this one's file is removed, the store keeps theirs.
+    const store2 = newStore();
+    const file2 = freshFile();
+    const loser = new Vault(store2);
+    const init2 = loser.init.bind(loser);
+    loser.init = (shares, threshold, beforeCommit) =>
+      init2(shares, threshold, async (material) => {
+        await beforeCommit?.(material);
+        await new Vault(store2).init(1, 1); // the winner commits between our write and our commit
+      });
+    await expect(autoUnseal(loser, opts(file2))).rejects.toThrow("already initialized");
+    expect(existsSync(file2)).toBe(false);
+    expect((await new Vault(store2).status()).initialized).toBe(true);
   });
 
   it("unseals with the threshold shares an operator wrote from init's output", async () => {
