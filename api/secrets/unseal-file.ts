@@ -7,7 +7,7 @@
 // and lines starting with `#` are ignored. So an operator can write it from the printed shares:
 //   printf '%s\n' KEY1 KEY2 KEY3 > FILE   (with umask 077, or chmod 600 FILE after)
 import { randomBytes } from "node:crypto";
-import { closeSync, fstatSync, fsyncSync, linkSync, openSync, readFileSync, renameSync, rmSync, writeSync, type Stats } from "node:fs";
+import { closeSync, constants, fstatSync, fsyncSync, linkSync, openSync, readFileSync, renameSync, rmSync, writeFileSync, type Stats } from "node:fs";
 import { basename, dirname, join } from "node:path";
 
 /** A file that may not be used: absent, unreadable, too open, someone else's, or with no share. */
@@ -52,7 +52,8 @@ export function parseUnsealFile(file: string, text: string): string[] {
 export function readUnsealFile(file: string): string[] | undefined {
   let fd: number;
   try {
-    fd = openSync(file, "r");
+    // Non-blocking: a FIFO put in its place must not hang the start (fstat then refuses it).
+    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
     throw new UnsealFileError(`unseal key file ${file}: ${(e as Error).message}`);
@@ -83,7 +84,7 @@ export function writePrivateFile(file: string, text: string, options: { exclusiv
   const tmp = join(dirname(file), `.${basename(file)}.${randomBytes(4).toString("hex")}.tmp`);
   const fd = openSync(tmp, "wx", 0o600);
   try {
-    writeSync(fd, text);
+    writeFileSync(fd, text); // loops until every byte is written
     fsyncSync(fd);
     closeSync(fd);
     // link() never replaces a file; rename() does.
@@ -118,4 +119,15 @@ function syncDirectory(dir: string): void {
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * Move `file` out of the way, to `FILE.unused-<time>` beside it, and return the new name: what a
+ * self-initializing service does with a key file (or root token) of an init that never happened,
+ * rather than refuse every start or overwrite it.
+ */
+export function moveAside(file: string, now = new Date()): string {
+  const to = `${file}.unused-${now.toISOString().replace(/[:.]/g, "-")}`;
+  renameSync(file, to);
+  return to;
 }

@@ -11,7 +11,7 @@ import { existsSync } from "node:fs";
 import { homedir } from "node:os";
 import { writeUnsealFile } from "../../api/secrets/unseal-file.ts";
 import { clusterFromConfig, clusterWithUrl, configPath, credentials, defaultUrls, normaliseServer, readClientConfig, type ClientConfig } from "../client-config.ts";
-import { reportFailure } from "../failure.ts";
+import { CommandFailure, reportFailure } from "../failure.ts";
 import type { CaBundle } from "../http-client.ts";
 import { parseArgs, usage, UsageError, type OptionDef, type OptionValues } from "../options.ts";
 import { SecretsClient } from "../secrets-client.ts";
@@ -76,7 +76,12 @@ export async function run(verb: keyof typeof defs, argv: string[], home = homedi
         const lines = keys.map((k, i) => `Unseal key ${i + 1}: ${k}`);
         process.stdout.write(`${lines.join("\n")}\n\nRoot token: ${rootToken}\n`);
         if (file !== undefined) {
-          writeUnsealFile(file, keys.slice(0, threshold));
+          try {
+            // Exclusive: a file made since the check above is never replaced.
+            writeUnsealFile(file, keys.slice(0, threshold), { exclusive: true });
+          } catch (e) {
+            throw new CommandFailure(`-unseal-key-file: cannot write ${file} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); the service is initialized: keep the key shares printed above and write ${threshold} of them to a file yourself`);
+          }
           for (const key of keys.slice(0, threshold)) if (!(await client.unseal(key)).sealed) break;
           process.stderr.write(`\n${threshold} of the shares are in ${file} (0600). Start the service with -unseal-key-file ${file} to unseal at every start.\n`);
         }

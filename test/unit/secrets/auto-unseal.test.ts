@@ -1,14 +1,22 @@
 // Auto-unseal (docs/secrets.md, "Auto-unseal"): the unseal key file's mode and owner check, its
 // format, and the start-up decision on a private in-memory store with real files in a temp dir.
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { chmodSync, existsSync, mkdirSync, readdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { dirname, join } from "node:path";
+import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import { SqliteStore } from "../../../adapters/store/sqlite.ts";
 import { autoUnseal, rootTokenFileOf } from "../../../api/secrets/auto-unseal.ts";
-import { formatUnsealFile, parseUnsealFile, readUnsealFile, UnsealFileError, unsealFileProblem, writeUnsealFile } from "../../../api/secrets/unseal-file.ts";
+import { formatUnsealFile, parseUnsealFile, readUnsealFile, UnsealFileError, unsealFileProblem, writePrivateFile, writeUnsealFile } from "../../../api/secrets/unseal-file.ts";
+import type * as UnsealFileModule from "../../../api/secrets/unseal-file.ts";
 import { Vault } from "../../../api/secrets/vault.ts";
 import { silentLogger } from "../../../runtime/log.ts";
+
+// The real module, with writePrivateFile made to fail once where a test says so.
+vi.mock("../../../api/secrets/unseal-file.ts", async (original) => {
+  const real = await original<typeof UnsealFileModule>();
+  return { ...real, writePrivateFile: vi.fn(real.writePrivateFile) };
+});
 
 const dir = mkdtempSync(join(tmpdir(), "capstan-unseal-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -99,7 +107,9 @@ describe("autoUnseal", () => {
   it("a root token that cannot be written leaves no key file behind (the init did not happen)", async () => {
     const store = newStore();
     const file = freshFile();
-    mkdirSync(rootTokenFileOf(file)); // a directory where the root token goes: rename fails
+    vi.mocked(writePrivateFile).mockImplementationOnce(() => {
+      throw new Error("ENOSPC: no space left on device");
+    });
     await expect(autoUnseal(new Vault(store), opts(file))).rejects.toThrow(`cannot write unseal key file ${file} or ${rootTokenFileOf(file)}`);
     expect(existsSync(file)).toBe(false);
     expect((await new Vault(store).status()).initialized).toBe(false);
@@ -129,7 +139,7 @@ describe("autoUnseal", () => {
         await beforeCommit?.(material);
         await new Vault(store2).init(1, 1); // the winner commits between our write and our commit
       });
-    await expect(autoUnseal(loser, opts(file2))).rejects.toThrow("already initialized");
+    await expect(autoUnseal(loser, opts(file2))).rejects.toThrow(`another process initialized the secrets service first: give its unseal key file as ${file2}`);
     expect(existsSync(file2)).toBe(false);
     expect((await new Vault(store2).status()).initialized).toBe(true);
   });
@@ -163,6 +173,57 @@ describe("autoUnseal", () => {
     expect(await autoUnseal(vault, opts(missing, false))).toBe("sealed");
     expect(vault.sealed()).toBe(true);
 
-    await expect(autoUnseal(new Vault(newStore()), opts(file))).rejects.toThrow(/exists but the secrets service on this store is not initialized/);
+    await expect(autoUnseal(new Vault(newStore()), opts(file, true))).rejects.toThrow(/exists but the secrets service on this store is not initialized/);
+  });
+
+  it("capstan up's default file of an init that never committed is moved aside, and the service initializes anew", async () => {
+    const store = newStore();
+    const file = freshFile();
+    writeUnsealFile(file, ["QUJD"]); // written, then killed before the init was recorded
+    writeFileSync(rootTokenFileOf(file), "old-root\n", { mode: 0o600 });
+    const vault = new Vault(store);
+    expect(await autoUnseal(vault, { ...opts(file), required: false })).toBe("initialized");
+    expect(vault.sealed()).toBe(false);
+    const kept = readdirSync(dirname(file)).filter((n) => n.includes(".unused-")).sort();
+    expect(kept).toHaveLength(2); // the old key file and the old root token, both kept
+    expect(kept.map((n) => readFileSync(join(dirname(file), n), "utf8"))).toEqual(expect.arrayContaining(["old-root\n", formatUnsealFile(["QUJD"])]));
+    expect(await autoUnseal(new Vault(store), opts(file))).toBe("unsealed");
+  });
+
+  it("the loser of an init race unseals from the winner's file when it is the same one, else names it", async () => {
+    const store = newStore();
+    const file = freshFile();
+    const loser = new Vault(store);
+    const init = loser.init.bind(loser);
+    // The winner, using the same file, records its init after the loser found no file.
+    loser.init = async (shares, threshold, beforeCommit) => {
+      await autoUnseal(new Vault(store), opts(file));
+      return init(shares, threshold, beforeCommit);
+    };
+    expect(await autoUnseal(loser, opts(file))).toBe("unsealed");
+    expect(loser.sealed()).toBe(false);
+
+    const store2 = newStore();
+    const elsewhere = freshFile();
+    const loser2 = new Vault(store2);
+    const init2 = loser2.init.bind(loser2);
+    loser2.init = async (shares, threshold, beforeCommit) => {
+      await new Vault(store2).init(1, 1); // a process on another machine, its file there
+      return init2(shares, threshold, beforeCommit);
+    };
+    await expect(autoUnseal(loser2, opts(elsewhere))).rejects.toThrow(`another process initialized the secrets service first: give its unseal key file as ${elsewhere}`);
+    expect(existsSync(elsewhere)).toBe(false);
+  });
+
+  it("a FIFO in place of the file is refused at once, not waited on", async () => {
+    const file = freshFile();
+    execFileSync("mkfifo", ["-m", "600", file]);
+    expect(() => readUnsealFile(file)).toThrow(`unseal key file ${file} is not a regular file`);
+  });
+
+  it("reads shares from a file with CRLF line ends", () => {
+    const file = freshFile();
+    writeFileSync(file, "# shares\r\nQUJD\r\nREVGRw==\r\n", { mode: 0o600 });
+    expect(readUnsealFile(file)).toEqual(["QUJD", "REVGRw=="]);
   });
 });
