@@ -66,7 +66,7 @@ export function renderPodGroupList(groups: PodGroupWithSpec[]): string {
   return table(["NAME", "NAMESPACE", "STATE", "INSTANCES", "VERSION", "RESTART", "LAST ERROR"], rows);
 }
 
-/** "hello.v1-i0-d0 running", "hello.v1-i1-d0 exited(3)". */
+/** "hello.v1-i1-d0 running", "hello.v1-i2-d0 exited(3)". */
 function containerStatus(c: ContainerStatus): string {
   const exit = c.exitCode !== undefined && c.status !== "running" ? `(${c.exitCode})` : "";
   return `${c.name} ${c.status}${exit}`;

@@ -161,7 +161,7 @@ function requireSameOrigin(c: Context): void {
   }
 }
 
-/** "podgroup/shop.web/0 exec [\"sh\",\"-c\",\"ls\"]": what the audit line names; tokens typed into the command are not written down. */
+/** "podgroup/shop.web/1 exec [\"sh\",\"-c\",\"ls\"]": what the audit line names; tokens typed into the command are not written down. */
 function auditName(name: string, instance: string | undefined, cmd: string[]): string {
   const shown = JSON.stringify(cmd.slice(0, 64).map((a) => a.slice(0, 1000).replace(/cst_[0-9a-f]{12}_[A-Za-z0-9_-]*/g, "<redacted>")));
   return `podgroup/${name.slice(0, 200)}/${instance?.slice(0, 20) ?? "-"} exec ${shown}${cmd.length > 64 ? ` (+${cmd.length - 64} arguments)` : ""}`;

@@ -28,7 +28,7 @@ examples:
   capstan logs hello/1 -n 20         the last 20 lines of instance 1
   capstan logs hello -f -since 10m   the last 10 minutes, then new lines until Ctrl-C
   capstan logs hello -t 2>/dev/null  stdout only, with times
-  capstan logs hello/0 -previous     what instance 0 printed before its last restart or replacement
+  capstan logs hello/1 -previous     what instance 1 printed before its last restart or replacement
 `;
 
 export async function run(argv: string[]): Promise<number> {

@@ -18,7 +18,10 @@
 // one to the number its label (or name) holds. Labels are fixed for a container's life, so the
 // answer is the same on every pass, before and after the rename to the current name form. The
 // one exception is a container whose instance is in its name only (no instance label): renaming
-// it would change what is read, so it keeps its name (instanceFromName; planRenames skips it).
+// it would change what is read, so it keeps its name (instanceFromName; planRenames skips it), and
+// that name is the one the instance below it needs: such a pod is never current (plan-rollout.ts
+// podCurrent), the rollout replaces it, highest instance first, and a missing instance whose name
+// it holds is deployed under the next drift count (reconciler.ts freeDrift).
 // A kept previous container (controllers/shared/previous.ts) carries the labels of the pod it was
 // but a name of its own: identify() does not take it for an instance's container.
 //

@@ -3,7 +3,8 @@
 // the surplus instance to remove (scale down, highest first, one per pass), the previous
 // containers of instances scaled away, the instances to deploy, the partial pods to complete, the
 // pods to start or restart under the restart policy and back-off (R9), waiting for secret files
-// (R10), and the older-format containers to rename. Pure: the pass acts on the plan.
+// (R10). Pure: the pass acts on the plan. The older-format containers to rename (planRenames) are
+// not part of it: the pass renames them first, to completion, before it decides anything else.
 import type { CachedContainer } from "../../adapters/cluster/container-cache.ts";
 import { instanceNumbers, isCurrentInstance, isStateful, type PodStatus } from "../../api/resources/podgroup.ts";
 import type { RestartBackoff } from "../shared/backoff.ts";
@@ -69,8 +70,6 @@ export interface InstancesPlan {
   complete: { instance: number; pod: PodCandidate; indexes: number[] }[];
   /** Pods to start (created) or restart (stopped, per policy and back-off). */
   starts: PodStart[];
-  /** Older-format containers of kept pods, renamed to the current name form in place. */
-  renames: { instance: number; container: CachedContainer; to: string }[];
   /** Instance records that change (an exit counted, a paused pod's error). */
   records: Map<number, InstanceRecord>;
   /** Created pods held back for their secret files, with why (R10). */
@@ -126,7 +125,6 @@ export function planInstances(input: InstancesInput): InstancesPlan {
     deploy: [],
     complete: [],
     starts: [],
-    renames: [],
     records: new Map(),
     waitingForSecrets: new Map(),
     wakeAt: [],
@@ -202,8 +200,14 @@ export function planInstances(input: InstancesInput): InstancesPlan {
   }
   plan.deploy = toPlace.slice(0, input.maxDeploysPerPass);
   if (toPlace.length > input.maxDeploysPerPass) plan.wakeAt.push(now + asap);
-  plan.renames = planRenames(view, reachable);
   return plan;
+}
+
+/** One container renamed in place to the current name form. */
+export interface Rename {
+  instance: number;
+  container: CachedContainer;
+  to: string;
 }
 
 /**
@@ -211,14 +215,17 @@ export function planInstances(input: InstancesInput): InstancesPlan {
  * older-format ones, and those named under the 0-based numbering (docs/podgroup-controller.md,
  * "Instance numbers"), kept previous containers included. Highest instance first and one at a
  * time (the pass renames in this order), so `-i1` is free before `-i0` becomes `-i1` on one engine.
+ * The pass carries them out before any other action and decides the rest from what they left: a
+ * rename racing a removal of the same container (a rollout step keeping it as the previous one,
+ * a drift move, a scale down) would undo the other's rename or lose the container.
  */
-export function planRenames(view: GroupView, reachable: (node: string) => boolean): { instance: number; container: CachedContainer; to: string }[] {
-  const renames: { instance: number; container: CachedContainer; to: string }[] = [];
+export function planRenames(view: GroupView, reachable: (node: string) => boolean): Rename[] {
+  const renames: Rename[] = [];
   for (const instanceView of view.instances.values()) {
     if (!instanceView.kept || !reachable(instanceView.kept.node)) continue;
     for (const observed of instanceView.kept.containers.values()) {
       if (observed.id.format === currentFormat && !numberedFromZero(observed.c.labels)) continue;
-      if (observed.id.instanceFromName) continue; // its name is where its instance is read from
+      if (observed.id.instanceFromName) continue; // its name is where its instance is read from: the rollout replaces it (plan-rollout.ts)
       const to = containerName(observed.id);
       if (observed.c.name !== to) renames.push({ instance: instanceView.instance, container: observed.c, to });
     }
@@ -231,5 +238,4 @@ export function planRenames(view: GroupView, reachable: (node: string) => boolea
     }
   }
   return renames.sort((a, b) => b.instance - a.instance);
-  return renames;
 }

@@ -1,12 +1,14 @@
 // The spec-update step of a PodGroup (R2, R3; docs/podgroup-controller.md, "Spec update, step by
 // step" and "Rolling restart"): the shared protocol of controllers/shared/rollout.ts with the
 // PodGroup's own rules plugged in: a step whose node is unreachable waits for it (R5); the runtime
-// check; the next instance is the lowest stale one, taken only when it is down anyway or every other
-// instance runs (R3); a step that replaces a pod of the current version is a restart (its halt says
-// so). Pure: the pass persists the step when `persistFirst` says so, then removes `remove`.
+// check; the next instance is the lowest stale one (the highest while a pod of the group is
+// numbered from 0: see pickNext), taken only when it is down anyway or every other instance runs
+// (R3); a step that replaces a pod of the current version is a restart (its halt says so). Pure:
+// the pass persists the step when `persistFirst` says so, then removes `remove`.
 import { instanceNumbers, isCurrentInstance } from "../../api/resources/podgroup.ts";
 import { planRollout, stepRemoved, type RolloutCheck } from "../shared/rollout.ts";
 import type { DriftMove, RolloutStep, StoredPodGroup } from "./stored.ts";
+import { numberedFromZero } from "./naming.ts";
 import { podComplete, podContainers, podRunning, type GroupView, type PodCandidate } from "./observe.ts";
 
 /** Shortest run that counts as "started" in a spec update's runtime check. */
@@ -38,9 +40,23 @@ export interface PodGroupRolloutPlan {
   halted?: string;
 }
 
-/** A pod is current when it runs the spec's version and was created under the spec's restartedAt. */
+/**
+ * A pod is current when it runs the spec's version and was created under the spec's restartedAt,
+ * and none of its containers reads its instance from its name (a container of the 0-based
+ * numbering without an instance label: it is never renamed, so it holds the name of the instance
+ * one below its own; docs/podgroup-controller.md, "Instance numbers").
+ */
 export function podCurrent(spec: StoredPodGroup, pod: PodCandidate): boolean {
+  if (podContainers(pod).some((observed) => observed.id.instanceFromName)) return false;
   return pod.version === spec.pod.version && pod.restartedAt === (spec.restartedAt ?? "");
+}
+
+/** Whether any pod of the group was created under the 0-based numbering (numberedFromZero of its labels). */
+export function anyNumberedFromZero(view: GroupView): boolean {
+  for (const instanceView of view.instances.values()) {
+    if (instanceView.kept && podContainers(instanceView.kept).some((observed) => numberedFromZero(observed.c.labels))) return true;
+  }
+  return false;
 }
 
 /** The rollout step of this pass: what to persist, which instance's old pod to remove, when to look again, a halt. */
@@ -68,6 +84,11 @@ export function planPodGroupRollout(input: PodGroupRolloutInput): PodGroupRollou
     },
     check: (instance) => runtimeCheck(spec, kept(instance)!, now),
     pickNext: () => {
+      // A pod of the 0-based numbering keeps the CAPSTAN_INSTANCE_NO it was started with, its
+      // number - 1, and one named from it holds the name of the instance below (naming.ts). Replaced
+      // highest first, no new pod sees the value of an old one still running (new k gets k, old
+      // ones below it k-2 at most), and the name each new pod needs was freed by the step before.
+      const fromZero = anyNumberedFromZero(view);
       const stale = [...view.instances.values()]
         .filter(
           (instanceView) =>
@@ -78,7 +99,7 @@ export function planPodGroupRollout(input: PodGroupRolloutInput): PodGroupRollou
             !moving.has(instanceView.instance),
         )
         .map((instanceView) => instanceView.instance)
-        .sort((a, b) => a - b);
+        .sort((a, b) => (fromZero ? b - a : a - b));
       if (stale.length === 0) return undefined;
       // R3: a pod that is down anyway first; otherwise only when every other instance runs.
       const down = stale.find((i) => !available(i));
@@ -89,8 +110,12 @@ export function planPodGroupRollout(input: PodGroupRolloutInput): PodGroupRollou
   });
   let step: RolloutStep | undefined;
   if (plan.step) {
-    // A restart step replaces a pod of the current version; the flag goes when the version moves on.
-    const restart = plan.started ? kept(plan.step.key)?.version === version : stored?.restart === true && stored.toVersion === version;
+    // A restart step replaces a pod of the current version created under another restartedAt (not
+    // one replaced only for its 0-based name, podCurrent); the flag goes when the version moves on.
+    const replaced = kept(plan.step.key);
+    const restart = plan.started
+      ? replaced?.version === version && replaced.restartedAt !== (spec.restartedAt ?? "")
+      : stored?.restart === true && stored.toVersion === version;
     step = { instance: plan.step.key, toVersion: plan.step.toVersion, phase: plan.step.phase, at: plan.step.at, ...(restart && { restart: true }) };
   }
   let halted: string | undefined;

@@ -9,7 +9,9 @@
 // the informers, the group's containers from the cache, inspected where needed), decides with the
 // pure plan-*.ts functions (plan-drift.ts, plan-rollout.ts over controllers/shared/rollout.ts,
 // plan-instances.ts, plan-placement.ts, plan-removal.ts), persists the intent of a step whose
-// interruption would be unsafe, acts on the plans, and writes the status.
+// interruption would be unsafe, acts on the plans, and writes the status. Older-format containers
+// are renamed to the current name form right after the observation, before anything is decided
+// (planRenames; docs/podgroup-controller.md, "Instance numbers").
 //
 // Invariants, with where they are kept:
 // - R1 never two pods for one instance: containers have deterministic names (a second create on
@@ -61,13 +63,13 @@ import type { ReconcileContext, Result } from "../../runtime/result.ts";
 import { killTimeoutOf, planContainer } from "./container-spec.ts";
 import type { DependencyReservations } from "./dependency-reservations.ts";
 import { driftTasks } from "./drift.ts";
-import { identify, labelKeys } from "./naming.ts";
+import { identify, labelKeys, numberedFromZero } from "./naming.ts";
 import { previousContainerName, previousSlot } from "../shared/previous.ts";
 import { reservationsOf, type NodeView } from "./nodes.ts";
 import { classify, instanceContainers, podContainers, type GroupView, type InstanceView, type PodCandidate } from "./observe.ts";
 import type { PassesInFlight } from "./passes.ts";
 import { dueMoves, planDriftStarts, planMoves } from "./plan-drift.ts";
-import { planInstances, recordOf, secretsRecheckMs, secretsWait, statefulNodes, unidentifiedNotes, type InstancesPlan } from "./plan-instances.ts";
+import { planInstances, planRenames, recordOf, secretsRecheckMs, secretsWait, statefulNodes, unidentifiedNotes, type InstancesPlan, type Rename } from "./plan-instances.ts";
 import { invalidFilters, planPlacement } from "./plan-placement.ts";
 import { planRemovalBatch, planRemovalFinish, removalNodeRecheckMs } from "./plan-removal.ts";
 import { planPodGroupRollout, rolloutStepRemoved } from "./plan-rollout.ts";
@@ -282,6 +284,11 @@ class Pass {
     await this.inspect(this.fullRefreshDue());
     this.observe();
     if (!spec || spec.deleting) return this.runRemoval();
+    // Renames first, to completion: every other action is decided from the names they leave, and
+    // none runs beside them (a rename racing the rollout's keepAsPrevious() of the same container
+    // would undo it, and the sweep would remove the kept previous container).
+    await this.renameLegacy(planRenames(this.view, (node) => this.reachable(node)));
+    this.observe();
     // Decide and act. The drift moves and the rollout step persist their intent before anything
     // is removed (R6, R2); everything else is decided from the same view and done in parallel.
     this.notes.push(...unidentifiedNotes(this.name, this.view));
@@ -444,7 +451,6 @@ class Pass {
     if (plan.orphans.length > 0) work.push(stopAndRemove(this.ops, plan.orphans, killTimeout, true));
     if (moving.size > 0) work.push(this.moveAll(spec, moving));
     work.push(this.deployAndStart(spec, plan));
-    work.push(this.renameLegacy(plan.renames));
     await settleAll(work);
     const step = this.internal.rollout;
     if (rolloutRemoval !== undefined && step?.phase === "removing") {
@@ -513,10 +519,29 @@ class Pass {
       const placed = await this.place(spec, plan.deploy);
       for (const [instance, node] of placed) {
         const all = Array.from({ length: podSize }, (_, k) => k);
-        jobs.push(queue.add(() => this.deployPod(spec, instance, node, all, this.record(instance).drift ?? 0)));
+        jobs.push(queue.add(() => this.deployPod(spec, instance, node, all, this.freeDrift(spec, instance, node, this.record(instance).drift ?? 0))));
       }
     }
     await settleAll(jobs);
+  }
+
+  /**
+   * The drift count from `drift` up whose container names for `instance` no other container of the
+   * group holds on `node`. Only a container of the 0-based numbering whose instance is read from
+   * its name (naming.ts) holds another instance's name (the one below its own). Waiting for the
+   * rollout to replace it would not end when `instance` has no pod: R3 holds that step back until
+   * every other instance runs. A fresh pod under a higher drift count is a pod like any other.
+   */
+  private freeDrift(spec: StoredPodGroup, instance: number, node: string, drift: number): number {
+    const held = new Set(
+      this.containers()
+        .filter((container) => container.node === node && identify(container, this.name)?.instance !== instance)
+        .map((container) => container.name),
+    );
+    const indexes = Array.from({ length: spec.pod.containers.length }, (_, k) => k);
+    let free = drift;
+    while (indexes.some((k) => held.has(planContainer(spec, instance, k, free).name))) free++;
+    return free;
   }
 
   /** Read the nodes and what holds their memory and CPU, then place (plan-placement.ts). */
@@ -558,7 +583,7 @@ class Pass {
             const identity = identify(found, this.name);
             return identity !== undefined && identity.instance === instance && identity.version === spec.pod.version && identity.index === k;
           },
-          foreign: (found) => `container name ${plan.name} on ${node} is taken by a container Capstan did not create (id ${found.id.slice(0, 12)}); rename or remove it`,
+          foreign: (found) => this.nameTakenMessage(plan.name, node, found),
         });
       }
       this.observe();
@@ -577,6 +602,24 @@ class Pass {
       if (this.signal.aborted) throw error;
       this.fail(instance, deployError(error, node), stage);
     }
+  }
+
+  /**
+   * Why a create met a container of that name that it may not adopt. One of this group's own
+   * containers is not foreign (R7 is about containers Capstan did not create): a container of the
+   * 0-based numbering whose instance is read from its name (naming.ts) holds the name of the
+   * instance one below its own until the rollout replaces it (highest first, plan-rollout.ts);
+   * the deploy waits and retries under its back-off.
+   */
+  private nameTakenMessage(name: string, node: string, found: { id: string; name: string; labels: Readonly<Record<string, string>> }): string {
+    const id = found.id.slice(0, 12);
+    if (found.labels[labelKeys.podGroup] !== this.name) {
+      return `container name ${name} on ${node} is taken by a container Capstan did not create (id ${id}); rename or remove it`;
+    }
+    const holder = identify(found, this.name);
+    const which = holder ? `instance ${holder.instance}` : "another container";
+    const why = numberedFromZero(found.labels) ? ", created under the 0-based numbering" : "";
+    return `container name ${name} on ${node} is held by ${which} of this group (id ${id}${why}); waiting for it to be replaced or renamed`;
   }
 
   /**
@@ -626,8 +669,8 @@ class Pass {
     if (at !== undefined) this.wakeAt(at);
   }
 
-  /** Older-format containers kept for their instance are renamed to the current name form in place. */
-  private async renameLegacy(renames: InstancesPlan["renames"]): Promise<void> {
+  /** Older-format containers kept for their instance are renamed to the current name form in place, one at a time, in order. */
+  private async renameLegacy(renames: readonly Rename[]): Promise<void> {
     for (const { instance, container, to } of renames) {
       try {
         await this.options.cluster.rename(container, to, { signal: this.signal });

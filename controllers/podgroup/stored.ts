@@ -131,7 +131,9 @@ function decodeDrift(v: Partial<DriftTask>, id: string): DriftTask | undefined {
   if (typeof v.from !== "string" || v.from === "") return undefined;
   if (v.to !== undefined && typeof v.to !== "string") return undefined;
   if (v.podGroup !== undefined && typeof v.podGroup !== "string") return undefined;
-  if (v.instance !== undefined && !(Number.isInteger(v.instance) && v.instance >= 0 && v.podGroup !== undefined)) return undefined;
+  // Numbered from 1 (instanceBase 1) an instance is at least 1; numbered from 0, at least 0.
+  const lowest = v.instanceBase === firstInstanceNo ? firstInstanceNo : 0;
+  if (v.instance !== undefined && !(Number.isInteger(v.instance) && v.instance >= lowest && v.podGroup !== undefined)) return undefined;
   const task: DriftTask = {
     id,
     kind: "drift",

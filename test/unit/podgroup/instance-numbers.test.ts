@@ -1,11 +1,12 @@
 // Instances are numbered from 1 (docs/podgroup-controller.md, "Instance numbers"): the shared
 // range helpers, the status records of the 0-based releases as readers see them, and every place a
 // user gives an instance number refusing 0 with the same words.
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { firstInstanceNo, instanceNumbers, isCurrentInstance, podsNumberedFromOne, type PodStatus } from "../../../api/resources/podgroup.ts";
 import { instanceParam } from "../../../api/orchestrator/queries.ts";
 import { cachedStatusOf } from "../../../api/orchestrator/informers.ts";
 import { instanceTarget } from "../../../cli/instance-arg.ts";
+import { run as logs } from "../../../cli/commands/logs.ts";
 
 const pod = (instanceNo: number) => ({ instanceNo }) as PodStatus;
 
@@ -39,5 +40,22 @@ describe("instance numbers", () => {
     expect(instanceTarget("web/1")).toEqual({ name: "web", instance: 1 });
     expect(instanceTarget("web")).toEqual({ name: "web" });
     expect(() => instanceTarget("web/0")).toThrow(/"web\/0": instances are numbered from 1 \(e\.g\. web\/1\)/);
+  });
+
+  it("every NAME/INSTANCE example of capstan logs -h is a valid instance", async () => {
+    const out: string[] = [];
+    const write = vi.spyOn(process.stdout, "write").mockImplementation((chunk) => (out.push(String(chunk)), true));
+    try {
+      expect(await logs(["-h"])).toBe(0);
+    } finally {
+      write.mockRestore();
+    }
+    const examples = out.join("").split("\n").filter((line) => line.trim().startsWith("capstan logs "));
+    expect(examples.length).toBeGreaterThan(0);
+    for (const line of examples) {
+      const target = line.trim().split(/\s+/)[2]!;
+      expect(() => instanceTarget(target), line).not.toThrow();
+    }
+    expect(examples.some((line) => line.includes("hello/1 -previous"))).toBe(true);
   });
 });

@@ -518,3 +518,119 @@ describe("restart policy changed on an exited instance (R9), every transition, a
     expect(cluster.calls.filter((call) => call.method === "create")).toHaveLength(1); // restarted in place, never redeployed
   });
 });
+
+describe("containers of the 0-based numbering (docs/podgroup-controller.md, \"Instance numbers\"), as whole passes", () => {
+  /** `count` running containers made by a 0-based release on n1: web.v1-i0-d0.., env CAPSTAN_INSTANCE_NO 0.. */
+  async function oldGroup(count: number, withInstanceLabel: boolean): Promise<{ store: SqliteStore; cluster: FakeCluster }> {
+    const store = new SqliteStore({ path: ":memory:" });
+    const cluster = new FakeCluster({ nodes: ["n1"], now: () => wall });
+    for (let old = 0; old < count; old++) {
+      const labels: Record<string, string> = withInstanceLabel
+        ? containerLabels({ group: "web", instance: old, version: 1, drift: 0, index: 0, namespace: "ns" })
+        : { [labelKeys.podGroup]: "web", [labelKeys.namespace]: "ns", [labelKeys.version]: "1" }; // the oldest format: instance in the name only
+      delete labels[labelKeys.numbering];
+      cluster.add("n1", `web.v1-i${old}-d0`, { labels, state: "running", startedAt: wall, spec: { image: "img", labels, env: [`CAPSTAN_INSTANCE_NO=${old}`] } });
+    }
+    return { store, cluster };
+  }
+
+  /** CAPSTAN_INSTANCE_NO of every running pod container: never the same value twice. */
+  function checkInstanceEnv(cluster: FakeCluster): void {
+    const values = cluster
+      .list()
+      .filter((container) => !isPreviousContainer(container) && container.state === "running")
+      .map((container) => container.spec.env?.find((e) => e.startsWith("CAPSTAN_INSTANCE_NO="))?.split("=")[1]);
+    expect(values.length, `CAPSTAN_INSTANCE_NO: ${values.join(", ")}`).toBe(new Set(values).size);
+  }
+
+  /** Every pod renewed under the 1-based numbering, running; one previous container per instance, stopped. */
+  function renewed(cluster: FakeCluster, numInstances: number, version: number): () => boolean {
+    return () =>
+      allAtVersion(cluster, numInstances, version)() &&
+      cluster.list().every((container) => isPreviousContainer(container) || container.labels[labelKeys.numbering] === "1");
+  }
+
+  it("a spec update: the renames finish before the rollout step, so every replaced pod is kept as the previous one", async () => {
+    const { store, cluster } = await oldGroup(4, true);
+    const process = await startProcess(store, cluster);
+    await putSpec(store, spec(4, 2));
+    const done = renewed(cluster, 4, 2);
+    for (let i = 0; i < 80 && !done(); i++) {
+      await process.pass("web");
+      checkInvariants(cluster, 4);
+      wall += stepMs;
+    }
+    expect(done()).toBe(true);
+    const previous = cluster.list().filter((container) => isPreviousContainer(container));
+    expect(previous.map((container) => container.name).sort()).toEqual([1, 2, 3, 4].map((i) => previousContainerName("web", i, 0)));
+    // Each is the old pod of its instance: labelled one lower (0-based), stopped.
+    for (const kept of previous) {
+      expect(`web.previous-i${Number(kept.labels[labelKeys.instance]) + 1}`).toBe(kept.name);
+      expect(kept.state).toBe("exited");
+    }
+  });
+
+  it("the rollout replaces the highest instance first while a pod is numbered from 0: no two running pods see one CAPSTAN_INSTANCE_NO", async () => {
+    const { store, cluster } = await oldGroup(3, true);
+    const process = await startProcess(store, cluster);
+    await putSpec(store, spec(3, 2));
+    const since = cluster.calls.length;
+    await converge(process, cluster, 3, renewed(cluster, 3, 2), 80);
+    checkInstanceEnv(cluster);
+    const created = cluster.calls.slice(since).filter((call) => call.method === "create").map((call) => call.ref);
+    expect(created).toEqual(["web.v2-i3-d0", "web.v2-i2-d0", "web.v2-i1-d0"]);
+  });
+
+  it("a rolling restart of containers whose instance is in their name only: replaced highest first, every name free when it is needed", async () => {
+    const { store, cluster } = await oldGroup(3, false);
+    const process = await startProcess(store, cluster);
+    await putSpec(store, spec(3, 1, { restartedAt: "r1" }));
+    const done = () => renewed(cluster, 3, 1)() && cluster.list().every((container) => isPreviousContainer(container) || container.labels[labelKeys.restartedAt] === "r1");
+    for (let i = 0; i < 80 && !done(); i++) {
+      await process.pass("web");
+      checkInvariants(cluster, 3);
+      checkInstanceEnv(cluster);
+      for (const pod of (await readStatus(store))?.status.pods ?? []) expect(pod.lastError, `pass ${i}, instance ${pod.instanceNo}`).not.toMatch(/did not create|cannot rename/);
+      wall += stepMs;
+    }
+    expect(done()).toBe(true);
+    expect(
+      cluster
+        .list()
+        .filter((container) => !isPreviousContainer(container))
+        .map((container) => [container.name, container.spec.env?.find((e) => e.startsWith("CAPSTAN_INSTANCE_NO="))])
+        .sort(),
+    ).toEqual([1, 2, 3].map((i) => [`web.v1-i${i}-d0`, `CAPSTAN_INSTANCE_NO=${i}`]));
+  });
+
+  it("a name held by another instance of the group is not called foreign: the message names the instance", async () => {
+    // Old instance 2 (web.v1-i1-d0, instance in its name) holds the name new instance 1 needs; its
+    // event was lost, so only the create's conflict shows it.
+    const { store, cluster } = await oldGroup(0, false);
+    const process = await startProcess(store, cluster);
+    const labels = { [labelKeys.podGroup]: "web", [labelKeys.namespace]: "ns", [labelKeys.version]: "1" };
+    cluster.add("n1", "web.v1-i1-d0", { labels, state: "running", startedAt: wall }, true);
+    await putSpec(store, spec(1, 1));
+    await process.pass("web");
+    const pod = (await readStatus(store))!.status.pods.find((p) => p.instanceNo === 1)!;
+    expect(pod.lastError).not.toMatch(/did not create/);
+    expect(pod.lastError).toMatch(/^container name web\.v1-i1-d0 on n1 is held by instance 2 of this group \(id fake\d+, created under the 0-based numbering\); waiting for it to be replaced or renamed/);
+  });
+
+  it("an instance without a pod whose name another instance holds is deployed under the next drift count, then the holder is replaced (R3)", async () => {
+    const { store, cluster } = await oldGroup(2, false);
+    cluster.destroy("n1", cluster.list().find((container) => container.name === "web.v1-i0-d0")!.id); // instance 1's old pod is gone
+    const process = await startProcess(store, cluster);
+    await putSpec(store, spec(2, 1));
+    for (let i = 0; i < 40 && !renewed(cluster, 2, 1)(); i++) {
+      await process.pass("web");
+      // CAPSTAN_INSTANCE_NO is not checked: new instance 1 sees 1 beside old instance 2 until the
+      // rollout replaces it (a redeploy of one instance, as the docs say).
+      checkInvariants(cluster, 2);
+      for (const pod of (await readStatus(store))?.status.pods ?? []) expect(pod.lastError, `pass ${i}, instance ${pod.instanceNo}`).not.toMatch(/did not create|held by/);
+      wall += stepMs;
+    }
+    expect(renewed(cluster, 2, 1)()).toBe(true);
+    expect(cluster.list().filter((container) => !isPreviousContainer(container)).map((container) => container.name).sort()).toEqual(["web.v1-i1-d1", "web.v1-i2-d0"]);
+  });
+});

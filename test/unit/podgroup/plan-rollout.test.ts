@@ -6,6 +6,7 @@ import type { CachedContainer } from "../../../adapters/cluster/container-cache.
 import { planRollout, stepRemoved, type RolloutStep, type RolloutTarget } from "../../../controllers/shared/rollout.ts";
 import {
   planPodGroupRollout,
+  podCurrent,
   rolloutHoldsDeploy,
   rolloutStepRemoved,
   runtimeCheck,
@@ -261,6 +262,36 @@ describe("planPodGroupRollout (R2, R3, R5)", () => {
     expect(plan(spec, failing, { ...first.step!, phase: "removed", at: now - 20_000 }).halted).toBe(
       "restart requested at T2 halted at instance 1: web.v1-i1-d0 exited with code 3",
     );
+  });
+
+  describe("pods of the 0-based numbering (docs/podgroup-controller.md, \"Instance numbers\")", () => {
+    /** A container made by a 0-based release for (1-based) `instance`: labelled instance - 1, no io.capstan.numbering. */
+    const zeroBased = (instance: number, version: number) => {
+      const c = container({ instance, version });
+      const labels: Record<string, string> = { ...c.labels, "io.capstan.instance": String(instance - 1) };
+      delete labels["io.capstan.numbering"];
+      return { ...c, labels };
+    };
+    const nameOnly = (instance: number) => container({ instance }, { name: `web.v1-i${instance - 1}-d0`, labels: { "io.capstan.podgroup": "web", "io.capstan.version": "1" } });
+
+    it("while any pod is numbered from 0, the highest stale instance is picked first (no two pods see one CAPSTAN_INSTANCE_NO)", () => {
+      expect(plan(v2, [zeroBased(1, 1), zeroBased(2, 1), zeroBased(3, 1)])).toMatchObject({ step: { instance: 3 }, remove: 3 });
+      // Instance 3 replaced already (numbered from 1): instance 2 next, while 1 is still 0-based.
+      expect(plan(v2, [zeroBased(1, 1), zeroBased(2, 1), running(3, 2)])).toMatchObject({ step: { instance: 2 }, remove: 2 });
+      // R3 still holds: a down instance first.
+      expect(plan(v2, [zeroBased(1, 1), { ...zeroBased(2, 1), ...exited(3) }, zeroBased(3, 1)])).toMatchObject({ step: { instance: 2 } });
+      // None numbered from 0: the lowest first, as before.
+      expect(plan(v2, [running(1, 1), running(2, 1), running(3, 1)])).toMatchObject({ step: { instance: 1 } });
+    });
+
+    it("a pod whose instance is read from its name is stale at the current version and restartedAt", () => {
+      const spec = group(3, 1);
+      const view = viewOf(spec, [nameOnly(1)]);
+      expect(podCurrent(spec, view.instances.get(1)!.kept!)).toBe(false);
+      const first = plan(spec, [nameOnly(1), nameOnly(2), nameOnly(3)]);
+      expect(first).toMatchObject({ step: { instance: 3 }, remove: 3 });
+      expect(first.step?.restart).toBeUndefined(); // replaced for its name, not restarted
+    });
   });
 
   it("specs without restartedAt and containers without the label are current: nothing restarts", () => {

@@ -52,6 +52,13 @@ describe("decoding", () => {
     expect(decodeTask(kv("/p/tasks/1", '{"kind":"drift"}')).task).toBeUndefined();
   });
 
+  it("a drift task numbered from 1 (instanceBase 1) with instance 0 is refused; one of the 0-based numbering reads 0 as instance 1", () => {
+    const drift = (over: object) => decodeTask(kv("/p/tasks/1", JSON.stringify({ kind: "drift", from: "n1", podGroup: "web", ...over }))).task;
+    expect(drift({ instance: 0, instanceBase: 1 })).toBeUndefined();
+    expect(drift({ instance: 1, instanceBase: 1 })).toMatchObject({ instance: 1 });
+    expect(drift({ instance: 0 })).toMatchObject({ instance: 1 });
+  });
+
   it("readInternal keeps well-formed records only", () => {
     const status = {
       state: "running" as const,
