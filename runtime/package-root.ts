@@ -10,6 +10,10 @@ let found: string | undefined;
 
 export function packageRoot(): string {
   if (found !== undefined) return found;
+  // Set by cli/bin/load-main.mjs: the checkout a bundle was made from. Walking up from a bundle
+  // finds the checkout that owns node_modules, another one when node_modules is a symbolic link.
+  const given = (globalThis as Record<symbol, unknown>)[Symbol.for("capstan.packageRoot")];
+  if (typeof given === "string") return (found = given);
   for (let dir = dirname(fileURLToPath(import.meta.url)); ; dir = dirname(dir)) {
     const manifest = join(dir, "package.json");
     if (existsSync(manifest) && isCapstan(manifest)) return (found = dir);

@@ -6,8 +6,9 @@
 // changed, so editing a source needs no build step (docs/cli.md).
 // CAPSTAN_CLI_BUNDLE=0 runs the sources through tsx instead; so does a bundle that cannot be made
 // (a read-only node_modules, say), with one line on standard error saying why.
-import { createHash } from "node:crypto";
-import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createHash, randomUUID } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
@@ -21,14 +22,27 @@ const alwaysInputs = ["tsconfig.json", "package.json"];
 /** Older bundles are removed after a day: a process started from one may still load its chunks. */
 const keepOldMs = 24 * 60 * 60 * 1000;
 
+/**
+ * esbuild as tsx has it (tsx's own dependency, whatever the package manager's layout), so the
+ * bundle is made by the compiler that would otherwise run the sources.
+ */
+const requireFromTsx = createRequire(createRequire(import.meta.url).resolve("tsx/package.json"));
+
 /** The CLI's main(argv) from the bundle when possible, from the sources through tsx otherwise. */
 export async function loadMain() {
   if (process.env.CAPSTAN_CLI_BUNDLE !== "0") {
+    let main;
     try {
-      const dir = freshBundle() ?? (await makeBundle());
-      return (await import(pathToFileURL(join(dir, "main.js")).href)).main;
+      main = join(freshBundle() ?? (await makeBundle()), "main.js");
     } catch (error) {
       process.stderr.write(`capstan: running from the sources (no bundle: ${error?.message ?? error})\n`);
+    }
+    if (main !== undefined) {
+      // The checkout the bundle was made from: its modules' own URLs are under node_modules, which
+      // may be another checkout's (a symbolic link); runtime/package-root.ts reads this first.
+      globalThis[Symbol.for("capstan.packageRoot")] = root;
+      // Errors from here on are the code's own, not the bundle's: no second run through tsx.
+      return (await import(pathToFileURL(main).href)).main;
     }
   }
   const { register } = await import("tsx/esm/api");
@@ -44,9 +58,11 @@ function freshBundle() {
   } catch {
     return undefined;
   }
-  if (current.esbuild !== esbuildVersion()) return undefined;
-  for (const [path, size, mtimeMs] of current.inputs) {
+  if (typeof current?.dir !== "string" || !Array.isArray(current.inputs) || current.esbuild !== esbuildVersion()) return undefined;
+  if (!existsSync(join(cacheDir, current.dir, "main.js"))) return undefined;
+  for (const input of current.inputs) {
     try {
+      const [path, size, mtimeMs] = input;
       const s = statSync(join(root, path));
       if (s.size !== size || s.mtimeMs !== mtimeMs) return undefined;
     } catch {
@@ -57,9 +73,9 @@ function freshBundle() {
 }
 
 async function makeBundle() {
-  const esbuild = await import("esbuild");
+  const esbuild = requireFromTsx("esbuild");
   const startedMs = Date.now();
-  const dir = `${startedMs.toString(36)}-${process.pid}`;
+  const dir = `${startedMs.toString(36)}-${randomUUID().slice(0, 8)}`;
   const out = join(cacheDir, dir);
   mkdirSync(cacheDir, { recursive: true });
   const result = await esbuild.build({
@@ -83,21 +99,28 @@ async function makeBundle() {
   // once, but do not record it, so the next start makes a new one. (The margin covers file times
   // taken from a coarser clock than Date.now().)
   if (inputs.every(([, , mtimeMs]) => mtimeMs < startedMs - 50)) {
-    const tmp = `${currentFile}.${process.pid}.tmp`;
+    const tmp = `${currentFile}.${randomUUID()}.tmp`;
     writeFileSync(tmp, JSON.stringify({ dir, esbuild: esbuildVersion(), inputs }));
     renameSync(tmp, currentFile);
-    removeOldBundles(dir);
   }
+  removeOldBundles(dir);
   return out;
 }
 
 function esbuildVersion() {
-  return JSON.parse(readFileSync(join(root, "node_modules", "esbuild", "package.json"), "utf8")).version;
+  return requireFromTsx("esbuild/package.json").version;
 }
 
+/** Bundles made over a day ago, except the one just made and the current one. */
 function removeOldBundles(keep) {
+  let current;
+  try {
+    current = JSON.parse(readFileSync(currentFile, "utf8")).dir;
+  } catch {
+    // none recorded
+  }
   for (const entry of readdirSync(cacheDir, { withFileTypes: true })) {
-    if (!entry.isDirectory() || entry.name === keep) continue;
+    if (!entry.isDirectory() || entry.name === keep || entry.name === current) continue;
     const path = join(cacheDir, entry.name);
     try {
       if (Date.now() - statSync(path).mtimeMs > keepOldMs) rmSync(path, { recursive: true, force: true });

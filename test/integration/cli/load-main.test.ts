@@ -68,6 +68,24 @@ describe("the capstan command's bundle", () => {
     expect(current().dir).not.toBe(first);
   }, 60_000);
 
+  it("is made again when its directory is gone, and tells the bundled code which checkout it is", async () => {
+    rmSync(join(cache(), current().dir), { recursive: true });
+    expect(await capstan()).toEqual({ stdout: "bye hello\n", stderr: "" });
+    writeSource("cli/main.ts", `export async function main(): Promise<number> {\n  console.log((globalThis as Record<symbol, unknown>)[Symbol.for("capstan.packageRoot")]);\n  return 0;\n}\n`);
+    expect((await capstan()).stdout).toBe(`${project}/\n`);
+  }, 60_000);
+
+  it("runs the code once when the code itself throws (no second run through tsx)", async () => {
+    writeSource("cli/main.ts", `console.log("loaded");\nthrow new Error("boom");\nexport async function main(): Promise<number> {\n  return 0;\n}\n`);
+    const failed = await capstan().then(
+      () => undefined,
+      (e: { stdout: string; stderr: string }) => e,
+    );
+    expect(failed?.stdout).toBe("loaded\n");
+    expect(failed?.stderr).toMatch(/Error: boom/);
+    expect(failed?.stderr).not.toMatch(/running from the sources/);
+  }, 60_000);
+
   it("runs the sources through tsx with CAPSTAN_CLI_BUNDLE=0 or when the cache cannot be written", async () => {
     writeMain("tsx");
     const before = current().dir;
