@@ -493,12 +493,14 @@ class Pass {
       this.fail(instance, `drift: cannot remove the pod on ${move.from}: ${(error as Error).message}`, "deploy");
       return;
     }
-    await this.deployPod(spec, instance, node, all, move.drift);
+    // The move's drift count, or the next one whose names no other container of the group holds
+    // on `node` (freeDrift: one of the 0-based numbering named from the instance below).
+    await this.deployPod(spec, instance, node, all, this.freeDrift(spec, instance, node, move.drift));
     const kept = this.view.instances.get(instance)?.kept;
     if (kept && kept.drift >= move.drift) {
       const { move: _done, ...rest } = this.record(instance);
-      this.setRecord(instance, { ...rest, drift: move.drift, ...(isStateful(spec.pod) && { node }) });
-      this.log.info({ instance, from: move.from, to: node, drift: move.drift }, "drift: instance moved");
+      this.setRecord(instance, { ...rest, drift: kept.drift, ...(isStateful(spec.pod) && { node }) });
+      this.log.info({ instance, from: move.from, to: node, drift: kept.drift }, "drift: instance moved");
     }
   }
 
@@ -716,8 +718,11 @@ class Pass {
     await stopAndRemove(this.ops, older.filter((container) => this.reachable(container.node)), killTimeout, true);
     await settleAll(
       pod.map(async (container) => {
-        const index = identify(container, this.name)?.index ?? 0;
-        const name = previousContainerName(this.name, instance, index);
+        const identity = identify(container, this.name);
+        const index = identity?.index ?? 0;
+        // A container of the 0-based numbering with no instance label is read back from its name,
+        // plus one (observe.ts, previousFromZero): its previous name holds its 0-based number.
+        const name = previousContainerName(this.name, identity?.instanceFromName ? instance - 1 : instance, index);
         try {
           await this.options.cluster.stop(container, { timeoutSeconds: killTimeout, signal: this.signal });
           await this.options.cluster.rename(container, name, { signal: this.signal });

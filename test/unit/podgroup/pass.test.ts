@@ -601,6 +601,14 @@ describe("containers of the 0-based numbering (docs/podgroup-controller.md, \"In
         .map((container) => [container.name, container.spec.env?.find((e) => e.startsWith("CAPSTAN_INSTANCE_NO="))])
         .sort(),
     ).toEqual([1, 2, 3].map((i) => [`web.v1-i${i}-d0`, `CAPSTAN_INSTANCE_NO=${i}`]));
+    // Each old pod is kept as its own instance's previous container: named from its 0-based number
+    // (read back from the name, plus one), CAPSTAN_INSTANCE_NO that number.
+    const process2 = await startProcess(store, cluster);
+    await process2.pass("web");
+    const previous = cluster.list().filter((container) => isPreviousContainer(container));
+    expect(previous.map((container) => [container.name, container.spec.env?.find((e) => e.startsWith("CAPSTAN_INSTANCE_NO="))]).sort()).toEqual(
+      [0, 1, 2].map((i) => [`web.previous-i${i}`, `CAPSTAN_INSTANCE_NO=${i}`]),
+    );
   });
 
   it("a name held by another instance of the group is not called foreign: the message names the instance", async () => {
