@@ -14,7 +14,7 @@ import { startEtcdCluster } from "../test/helpers/etcd-process.ts";
 import { leaderOf, orchestratorArgs, startOrchestrator, type Orchestrator } from "../test/helpers/ha-orchestrators.ts";
 import { pollUntil } from "../test/helpers/poll.ts";
 import { loadServices } from "../test/helpers/services.ts";
-import { parseDuration } from "../cli/duration.ts";
+import { parseDuration } from "../runtime/duration.ts";
 import { percentile, report } from "./lib/report.ts";
 
 const rounds = Number(process.env.BENCH_FAILOVER_ROUNDS ?? 10);

@@ -5,7 +5,7 @@
 // options that name the same thing in every command (which store, engines, server, token, CA) read
 // CAPSTAN_<OPTION>. The command line wins over the environment, the environment over the default.
 // Unknown options and bad values are errors that name the option.
-import { formatDuration, parseDuration } from "./duration.ts";
+import { formatDuration, parseDuration } from "../runtime/duration.ts";
 
 export type OptionType = "string" | "duration" | "int" | "bool";
 

@@ -18,7 +18,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { CommandFailure } from "./failure.ts";
 import { ApiError, HttpClient, type CaBundle } from "./http-client.ts";
-import { formatDuration } from "./duration.ts";
+import { formatDuration } from "../runtime/duration.ts";
 
 export interface SsoLoginOptions {
   cluster: string;

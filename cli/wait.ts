@@ -11,7 +11,7 @@
 // the current version failed, or one exited and its restart policy will not start it again.
 import { isCurrentInstance, type PodGroupWithSpec, type PodSpec, type PodStatus, type RestartPolicy } from "../api/resources/podgroup.ts";
 import { ApiError, type OrchestratorClient } from "./client.ts";
-import { formatDuration } from "./duration.ts";
+import { formatDuration } from "../runtime/duration.ts";
 import { samePodSpec } from "./spec-match.ts";
 
 export type WaitTarget =

@@ -10,7 +10,8 @@ import { StringDecoder } from "node:string_decoder";
 import Docker from "dockerode";
 import { extract, pack } from "tar-stream";
 import { packedBytes } from "../cluster/archive.ts";
-import { appDir, BuildError, checkTag, failedLine, formatDuration, markerHoldFrom, renameEntry, scriptWrapper, withoutMarker } from "./plan.ts";
+import { formatDuration } from "../../runtime/duration.ts";
+import { appDir, BuildError, checkTag, failedLine, markerHoldFrom, renameEntry, scriptWrapper, withoutMarker } from "./plan.ts";
 
 export { BuildError };
 

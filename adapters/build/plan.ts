@@ -105,16 +105,6 @@ export function checkTag(tag: string, what: string): string {
   return tag;
 }
 
-/** `30m`, `1m30s`, `1.5s`, `200ms`: a timeout as the user gave it (-script-timeout, -push-timeout). */
-export function formatDuration(ms: number): string {
-  if (ms < 1000) return `${ms}ms`;
-  if (ms < 60_000) return `${Number((ms / 1000).toFixed(3))}s`;
-  const h = Math.floor(ms / 3_600_000);
-  const m = Math.floor((ms % 3_600_000) / 60_000);
-  const sec = Number(((ms % 60_000) / 1000).toFixed(3));
-  return `${h ? `${h}h` : ""}${m ? `${m}m` : ""}${sec ? `${sec}s` : ""}`;
-}
-
 /** UTC `YYYYMMDDhhmmss`: the timestamp in tags (sorts as text in time order). */
 export function tagTime(d: Date): string {
   return d.toISOString().replace(/[-:T]/g, "").slice(0, 14);

@@ -4,7 +4,7 @@
 import { firstInstanceNo, instanceNumbersFrom, isCurrentInstance, isStateful, type PodGroupWithSpec } from "../../api/resources/podgroup.ts";
 import { ApiError, type OrchestratorClient } from "../client.ts";
 import { clientFromOptions, clientOptionDefs, waitOptionDefs } from "../client-config.ts";
-import { formatDuration } from "../duration.ts";
+import { formatDuration } from "../../runtime/duration.ts";
 import { reportFailure } from "../failure.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
 

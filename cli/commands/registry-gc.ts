@@ -23,7 +23,7 @@ import { collect, type GcReport } from "../../controllers/registrygc/collector.t
 import { getPolicy } from "../../controllers/registrygc/policy.ts";
 import { LeaderElector } from "../../runtime/leaderelection.ts";
 import { createLogger } from "../../runtime/log.ts";
-import { formatDuration } from "../duration.ts";
+import { formatDuration } from "../../runtime/duration.ts";
 import { parseArgs, usage, UsageError, type OptionDef, type OptionValues } from "../options.ts";
 import { jsonAliasDef, outputFormat, outputOptionDef } from "../output-option.ts";
 import { storeConnectionFromOptions, storeConnectionOptionDefs } from "../store-options.ts";

@@ -71,7 +71,7 @@ describe("a script's container", () => {
     const started = Date.now();
     const e = await runScript(docker, { image: services.testImage, lines: ["sleep 60"], step: "build.script", labels: appLabel, onOutput: () => {}, timeoutMs: 1_500 }).catch((err: unknown) => err);
     expect(e).toBeInstanceOf(BuildError);
-    expect((e as Error).message).toBe("build.script timed out after 1.5s (-script-timeout); its container was removed");
+    expect((e as Error).message).toBe("build.script timed out after 1500ms (-script-timeout); its container was removed");
     expect(Date.now() - started).toBeLessThan(20_000);
     expect(await containersLeft()).toEqual([]);
   });

@@ -1,5 +1,5 @@
 // The decisions behind the build fixes (docs/build.md): release.copy paths, image tags, the git
-// tag of a source with git-ignored files, timeouts as the user wrote them, the failure marker and
+// tag of a source with git-ignored files, the failure marker and
 // UTF-8 split across output chunks.
 import { describe, expect, it } from "vitest";
 import { textSink } from "../../../adapters/build/docker.ts";
@@ -7,7 +7,6 @@ import {
   BuildError,
   checkTag,
   copyPaths,
-  formatDuration,
   gitNamesSource,
   isValidTag,
   markerHoldFrom,
@@ -67,14 +66,6 @@ describe("image tags", () => {
 });
 
 describe("script runs", () => {
-  it("says a timeout as the user gave it", () => {
-    expect(formatDuration(30 * 60_000)).toBe("30m");
-    expect(formatDuration(90_000)).toBe("1m30s");
-    expect(formatDuration(1_500)).toBe("1.5s");
-    expect(formatDuration(250)).toBe("250ms");
-    expect(formatDuration(3_600_000 + 1_000)).toBe("1h1s");
-  });
-
   it("holds back a failure marker split across chunks, so none of it is shown", () => {
     const [marker] = /@@\S+/.exec(scriptWrapper(["false"]))!;
     const stderr = `warning: x\n${marker} 1 1\n`;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { formatDuration, parseDuration } from "../../../cli/duration.ts";
+import { formatDuration, parseDuration } from "../../../runtime/duration.ts";
 import { envName, parseArgs, usage, UsageError, type OptionDef } from "../../../cli/options.ts";
 import { jsonAliasDef, outputFormat, outputOptionDef } from "../../../cli/output-option.ts";
 
