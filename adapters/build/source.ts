@@ -13,6 +13,7 @@ import { createHash } from "node:crypto";
 import { lstat, readdir, readFile, readlink } from "node:fs/promises";
 import { join, posix } from "node:path";
 import { pack } from "tar-stream";
+import { packedChunks } from "../cluster/archive.ts";
 import { BuildError } from "./plan.ts";
 
 export interface SourceArchive {
@@ -173,12 +174,7 @@ export async function archiveSource(dir: string, prefix: string): Promise<Source
   await walk(dir, "", ignore.rules, entries);
   const h = createHash("sha256");
   const p = pack();
-  const chunks: Buffer[] = [];
-  const done = new Promise<void>((resolve, reject) => {
-    p.on("data", (c: unknown) => chunks.push(c as Buffer)); // a pack stream emits Buffers
-    p.on("end", resolve);
-    p.on("error", reject);
-  });
+  const done = packedChunks(p);
   let bytes = 0;
   let files = 0;
   const mtime = new Date(0);
@@ -204,6 +200,5 @@ export async function archiveSource(dir: string, prefix: string): Promise<Source
     });
   }
   p.finalize();
-  await done;
-  return { tar: chunks, digest: h.digest("hex"), files, bytes, sent: entries.map((e) => e.rel), ignoreFile: ignore.file };
+  return { tar: await done, digest: h.digest("hex"), files, bytes, sent: entries.map((e) => e.rel), ignoreFile: ignore.file };
 }

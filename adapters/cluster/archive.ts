@@ -45,11 +45,19 @@ export async function buildTar(files: readonly ArchiveFile[], mtime: Date = new 
 }
 
 /** The whole archive a pack stream makes, once it is finalized (attach before writing entries). */
-export function packedBytes(p: Pack): Promise<Buffer> {
+export async function packedBytes(p: Pack): Promise<Buffer> {
+  return Buffer.concat(await packedChunks(p));
+}
+
+/**
+ * The same archive as the chunks the pack stream emitted, not joined: a large archive is not held
+ * a second time in one Buffer (a file's chunk is the very buffer that was read).
+ */
+export function packedChunks(p: Pack): Promise<Buffer[]> {
   const chunks: Buffer[] = [];
-  return new Promise<Buffer>((resolve, reject) => {
+  return new Promise<Buffer[]>((resolve, reject) => {
     p.on("data", (c: unknown) => chunks.push(c as Buffer)); // a pack stream emits Buffers
-    p.on("end", () => resolve(Buffer.concat(chunks)));
+    p.on("end", () => resolve(chunks));
     p.on("error", reject);
   });
 }
