@@ -52,6 +52,9 @@ describe("deploy", () => {
     const spec = groupSpec(name, { numInstances: 2 });
     // Instance 1 running and instance 2 created-but-not-started, both on n2, before the spec exists
     // (what a crash between create and start, or between create and the status write, leaves).
+    // Made while no orchestrator runs: a running one would remove a group's containers while the
+    // group has no spec (it is being deleted).
+    await h.stop();
     const p0 = planContainer(spec, 1, 0, 0);
     const p1 = planContainer(spec, 2, 0, 0);
     const c0 = await h.cluster.create("n2", p0.name, p0.spec);
@@ -59,6 +62,7 @@ describe("deploy", () => {
     const c1 = await h.cluster.create("n2", p1.name, p1.spec);
 
     await h.put(spec);
+    await h.start();
     const actual = await h.converged(name, 2, 1);
     expect(actual.map((a) => a.c.id)).toEqual([c0.id, c1.id]);
     expect(actual.every((a) => a.c.node === "n2")).toBe(true);

@@ -39,6 +39,9 @@ describe("refresh: missing, older format, stale version", () => {
     const spec = groupSpec(name, { numInstances: 1 });
     // Older format: labels without io.capstan.format (nor io.capstan.numbering: instance 0 of the
     // 0-based numbering, instance 1 now), named after the pod rather than the group.
+    // Made while no orchestrator runs, as on an upgrade: a running one would remove the group's
+    // containers before the spec is stored (a group without a spec is being deleted).
+    await h.stop();
     const plan = planContainer(spec, 1, 0, 0);
     const labels: Record<string, string> = { ...plan.spec.labels, [labelKeys.instance]: "0" };
     delete labels[labelKeys.format];
@@ -48,6 +51,7 @@ describe("refresh: missing, older format, stale version", () => {
     const startedAt = (await h.cluster.inspect(old)).status.startedAt;
 
     await h.put(spec);
+    await h.start();
     const s = await h.until("adopted", async () => {
       const st = await h.status(name);
       return st?.state === "running" && st.pods[0]?.containers[0]?.name === `${name}.v1-i1-d0` ? st : undefined;
@@ -69,6 +73,8 @@ describe("refresh: missing, older format, stale version", () => {
     // As the previous release made them, through the real adapter: names i0..i2, io.capstan.instance
     // 0..2, no io.capstan.numbering, CAPSTAN_INSTANCE_NO 0..2; i0 and i1 on one engine, so that
     // i1 must become i2 before i0 can become i1 there.
+    // Made while no orchestrator runs, as on an upgrade (see above).
+    await h.stop();
     const made: { id: string; node: string; startedAt: number | undefined }[] = [];
     for (const k of [0, 1, 2]) {
       const plan = planContainer(spec, k + 1, 0, 0);
@@ -96,6 +102,7 @@ describe("refresh: missing, older format, stale version", () => {
         { type: "put", key: h.keys.statusOf(name), value: JSON.stringify(oldStatus) },
       ],
     );
+    await h.start();
 
     const s = await h.until("adopted as 1..3", async () => {
       const st = await h.status(name);
@@ -114,6 +121,7 @@ describe("refresh: missing, older format, stale version", () => {
   it("upgrades containers whose version is stale, older-format ones included", async () => {
     const name = h.name("stale");
     const v1 = groupSpec(name, { numInstances: 2 });
+    await h.stop(); // as above: the containers and then the spec, as an orchestrator starting finds them
     const p1 = planContainer(v1, 1, 0, 0);
     const p2 = planContainer(v1, 2, 0, 0);
     const legacyLabels = { ...p2.spec.labels };
@@ -123,6 +131,7 @@ describe("refresh: missing, older format, stale version", () => {
     await Promise.all([h.cluster.start(c0), h.cluster.start(c1)]);
     // The store already says version 2 (a PATCH while the orchestrator was down).
     await h.put({ ...v1, pod: { ...v1.pod, version: 2 } });
+    await h.start();
     const after = await h.converged(name, 2, 2, 30_000);
     expect(after.every((a) => a.format === "2")).toBe(true);
     // The replaced containers are kept, stopped, as the instances' previous containers.
