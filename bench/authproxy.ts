@@ -66,7 +66,8 @@ import { report, type Target } from "./lib/report.ts";
 import { loadChildren, runOpenLoop, runWrk, wrkBin, type WrkReport } from "./authproxy/load.ts";
 import type { OpenLoopResult } from "./authproxy/open-loop.ts";
 import { connectionsPath, remoteUserEcho, upstreamBody } from "./authproxy/upstream.ts";
-import { finishedChildrenCpuSeconds, machineCpu, startScriptServer, type ScriptServer } from "./authproxy/servers.ts";
+import { finishedChildrenCpuSeconds, machineCpu } from "./authproxy/servers.ts";
+import { startScriptServer, type ScriptServer } from "./lib/script-server.ts";
 import { cleanUpOnSignals, runBench } from "./lib/signals.ts";
 
 const env = process.env;
@@ -336,7 +337,7 @@ async function main(): Promise<void> {
   workDir = await mkdtemp(join(tmpdir(), "capstan-bench-authproxy-"));
   if (profileDir) await mkdir(profileDir, { recursive: true });
 
-  const upstream: ScriptServer = await startScriptServer("upstream.ts");
+  const upstream: ScriptServer = await startScriptServer(import.meta.resolve("./authproxy/upstream.ts"));
   stoppers.push({ what: "the upstream", stop: () => upstream.stop() });
   const upstreamUrl = `http://127.0.0.1:${upstream.port}`;
   upstreamOrigin = upstreamUrl;
@@ -348,7 +349,7 @@ async function main(): Promise<void> {
   await writeConf(confD, issuer, `http://${upstreamName}`);
 
   const want = (l: LegName) => legNames.includes(l);
-  const nodeProxy = want("n") ? await startScriptServer("node-proxy.ts", [String(upstream.port)]) : undefined;
+  const nodeProxy = want("n") ? await startScriptServer(import.meta.resolve("./authproxy/node-proxy.ts"), [String(upstream.port)]) : undefined;
   if (nodeProxy) stoppers.push({ what: "the node:http proxy", stop: () => nodeProxy.stop() });
   const proxyC = want("c") ? await startAuthProxy(confC, []) : undefined;
   const proxyD = want("d") || want("d_ip") ? await startAuthProxy(confD, ["-trust-forwarded"]) : undefined;

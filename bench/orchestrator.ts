@@ -19,7 +19,9 @@
 //     time, against the orchestrator on etcd; p50 / p99. With authentication off (`-auth none`) and
 //     on (`-auth token`, an admin token on every request), each a fresh process on the same etcd,
 //     legs etcd, none, token, etcd, token, none, etcd. Baseline: the same mix as bare etcd operations
-//     (create-if-absent txn / get) from this process, the floor any API on etcd has. Targets:
+//     (create-if-absent txn / get) from this process, the floor any API on etcd has; and, as a
+//     second floor, the same operations behind the least HTTP server in Node (orchestrator/
+//     passthrough.ts, its own process: what any Node API on etcd pays on this machine). Targets:
 //     auth p99 <= 1.1 x no-auth p99, and auth p99 <= 1.3 x bare etcd p99.
 // (d) 5,000 zero-instance PodGroups in the store: the orchestrator's RSS, the CPU time of its start-up
 //     sync (list + one reconcile each) and of one full periodic refresh cycle (/proc/<pid>/stat).
@@ -44,6 +46,7 @@ import { startPrivateEngine, type PrivateEngine } from "./orchestrator/private-e
 import { rawCreateStart, removeLabelled } from "./orchestrator/raw.ts";
 import { SwarmPeer, type SwarmRun } from "./orchestrator/swarm.ts";
 import { percentile, report, type Target } from "./lib/report.ts";
+import { startScriptServer } from "./lib/script-server.ts";
 
 const instances = 40;
 const rounds = positiveInt(process.env.BENCH_ORCHESTRATOR_ROUNDS, 5);
@@ -384,16 +387,22 @@ interface Latencies {
 }
 
 /** `total` operations, `concurrency` at a time: every 4th creates a group, the rest read one. */
+/** The process serving a load: its CPU is measured, and its reconciles counted (none for a floor). */
+interface ServerUnderLoad {
+  pid: number;
+  reconciles(): Promise<number>;
+}
+
 async function mixedLoad(
   total: number,
   create: (i: number) => Promise<boolean>,
   read: (i: number) => Promise<boolean>,
-  server?: Orchestrator,
+  server?: ServerUnderLoad,
 ): Promise<Latencies> {
   const out: Latencies = { orchestratorCpuS: 0, orchestratorSystemCpuS: 0, clientCpuS: 0, all: [], post: [], get: [], errors: 0, wallMs: 0, reconciles: 0 };
   let next = 0;
-  const serverCpu0 = server ? await cpuTimes(server.proc.pid) : { user: 0, system: 0 };
-  const reconciles0 = server ? await reconciles(server) : 0;
+  const serverCpu0 = server ? await cpuTimes(server.pid) : { user: 0, system: 0 };
+  const reconciles0 = server ? await server.reconciles() : 0;
   const client0 = process.cpuUsage();
   const t0 = performance.now();
   await Promise.all(
@@ -412,10 +421,10 @@ async function mixedLoad(
   out.wallMs = performance.now() - t0;
   const client = process.cpuUsage(client0);
   out.clientCpuS = (client.user + client.system) / 1e6;
-  const serverCpu = server ? await cpuTimes(server.proc.pid) : { user: 0, system: 0 };
+  const serverCpu = server ? await cpuTimes(server.pid) : { user: 0, system: 0 };
   out.orchestratorCpuS = serverCpu.user + serverCpu.system - serverCpu0.user - serverCpu0.system;
   out.orchestratorSystemCpuS = serverCpu.system - serverCpu0.system;
-  out.reconciles = server ? (await reconciles(server)) - reconciles0 : 0;
+  out.reconciles = server ? (await server.reconciles()) - reconciles0 : 0;
   return out;
 }
 
@@ -442,21 +451,22 @@ function pooled(legs: Latencies[]): Latencies {
   };
 }
 
-/** A leg of (c): the API with `-auth none`, the API with `-auth token`, or bare etcd. */
-type ApiLeg = "none" | "token" | "etcd";
-const apiLegKinds: readonly ApiLeg[] = ["none", "token", "etcd"];
+/** A leg of (c): the API with `-auth none`, the API with `-auth token`, bare etcd, or the Node pass-through. */
+type ApiLeg = "none" | "token" | "etcd" | "node";
+const apiLegKinds: readonly ApiLeg[] = ["none", "token", "etcd", "node"];
 
 /**
- * BENCH_ORCHESTRATOR_API_LEGS (default etcd,none,token,etcd,token,none,etcd): (c)'s legs, in order.
+ * BENCH_ORCHESTRATOR_API_LEGS (default etcd,node,none,token,etcd,token,none,node,etcd): (c)'s legs, in order.
  * Each kind's legs sit symmetric around the middle, so what drifts over the run (the machine's
  * load; the store, which every API leg grows by 2,000 groups) weighs on each kind alike; the
  * baseline gets three legs because one leg's p99 swings by 2 x on a shared machine.
  */
 function apiLegsOf(text: string | undefined): ApiLeg[] {
-  const legs = (text === undefined || text.trim() === "" ? "etcd,none,token,etcd,token,none,etcd" : text).split(",").map((l) => l.trim());
+  const legs = (text === undefined || text.trim() === "" ? "etcd,node,none,token,etcd,token,none,node,etcd" : text).split(",").map((l) => l.trim());
   const unknown = legs.filter((l) => !apiLegKinds.includes(l as ApiLeg));
-  if (unknown.length > 0) throw new Error(`BENCH_ORCHESTRATOR_API_LEGS: unknown leg(s) ${unknown.join(", ")} (use none, token, etcd)`);
-  const missing = apiLegKinds.filter((k) => !legs.includes(k));
+  if (unknown.length > 0) throw new Error(`BENCH_ORCHESTRATOR_API_LEGS: unknown leg(s) ${unknown.join(", ")} (use none, token, etcd, node)`);
+  // The pass-through is an extra floor: a run may leave it out.
+  const missing = apiLegKinds.filter((k) => k !== "node" && !legs.includes(k));
   if (missing.length > 0) throw new Error(`BENCH_ORCHESTRATOR_API_LEGS: needs at least one ${missing.join(" and one ")} leg`);
   return legs as ApiLeg[];
 }
@@ -476,7 +486,7 @@ interface ApiFigures {
  * with `-auth token`, for (d).
  */
 async function apiLatency(o: Orchestrator & { etcd: EtcdProcess }): Promise<ApiFigures> {
-  const byKind: Record<ApiLeg, Latencies[]> = { none: [], token: [], etcd: [] };
+  const byKind: Record<ApiLeg, Latencies[]> = { none: [], token: [], etcd: [], node: [] };
   const legs: string[] = [];
   const restart = async (auth: "none" | "token") => {
     await o.proc.stop();
@@ -490,6 +500,10 @@ async function apiLatency(o: Orchestrator & { etcd: EtcdProcess }): Promise<ApiF
       await o.proc.stop();
       l = await etcdLoad(o.etcd.endpoint, `/bench/${run}/c${n}/`);
       who = "bare etcd";
+    } else if (leg === "node") {
+      await o.proc.stop();
+      l = await passthroughLoad(o.etcd.endpoint, `/bench/${run}/c${n}/`);
+      who = "Node pass-through";
     } else {
       await restart(leg);
       l = await apiLoad(o, `${run}-c${n}`);
@@ -500,6 +514,8 @@ async function apiLatency(o: Orchestrator & { etcd: EtcdProcess }): Promise<ApiF
     const cpu =
       leg === "etcd"
         ? ""
+        : leg === "node"
+          ? `, server CPU ${perRequest(l.orchestratorCpuS)} ms/request (system ${perRequest(l.orchestratorSystemCpuS)})`
         : `, orchestrator CPU ${perRequest(l.orchestratorCpuS)} ms/request (system ${perRequest(l.orchestratorSystemCpuS)}), ${l.reconciles} reconciles`;
     const line =
       `leg ${n + 1} ${leg} (${who}): p50 ${percentile(l.all, 50).toFixed(1)} ms, p99 ${percentile(l.all, 99).toFixed(1)} ms ` +
@@ -510,7 +526,7 @@ async function apiLatency(o: Orchestrator & { etcd: EtcdProcess }): Promise<ApiF
   }
   // (d) goes on from here with an orchestrator that asks for tokens.
   if (parts.has("d") && apiLegs.at(-1) !== "token") await restart("token");
-  return { byKind: { none: pooled(byKind.none), token: pooled(byKind.token), etcd: pooled(byKind.etcd) }, legs };
+  return { byKind: { none: pooled(byKind.none), token: pooled(byKind.token), etcd: pooled(byKind.etcd), node: pooled(byKind.node) }, legs };
 }
 
 /** One API leg: 16 groups to read from the start, a warm-up, the start-up sync done, the measured mix. */
@@ -537,7 +553,36 @@ async function apiLoad(o: Orchestrator, tag: string): Promise<Latencies> {
   await mixedLoad(apiWarmup, create(`${tag}-w`), read);
   // A fresh process reconciles every stored group once at start-up: done before the measured run.
   await until("the podgroup queue to drain", 120_000, async () => (await queueDepth(o)) === 0, scrapeEveryMs);
-  return mixedLoad(apiRequests, create(`${tag}-`), read, o);
+  return mixedLoad(apiRequests, create(`${tag}-`), read, { pid: o.proc.pid, reconciles: () => reconciles(o) });
+}
+
+/** The second floor: the same requests to passthrough.ts on the same etcd, under `prefix`; seeds and warm-up as an API leg. */
+async function passthroughLoad(etcdEndpoint: string, prefix: string): Promise<Latencies> {
+  const server = await startScriptServer(import.meta.resolve("./orchestrator/passthrough.ts"), [etcdEndpoint, prefix], profileArgs);
+  const baseUrl = `http://127.0.0.1:${server.port}`;
+  const client = new Etcd3({ hosts: `http://${etcdEndpoint}` });
+  try {
+    const names: string[] = [];
+    for (let i = 0; i < apiConcurrency; i++) {
+      const name = `seed${i}`;
+      if ((await api(baseUrl, "POST", "/api/podgroups", groupSpec(name, 0))).status !== 202) throw new Error(`pass-through: POST of ${name} failed`);
+      names.push(name);
+    }
+    const pick = (i: number) => names[(i * 7919) % names.length]!;
+    const create = (tag: string) => async (i: number) => {
+      const name = `${tag}${i}`;
+      const ok = (await api(baseUrl, "POST", "/api/podgroups", groupSpec(name, 0))).status === 202;
+      if (ok) names.push(name);
+      return ok;
+    };
+    const read = async (i: number) => (await api(baseUrl, "GET", `/api/podgroups?name=${pick(i)}`)).status === 200;
+    await mixedLoad(apiWarmup, create("w"), read);
+    return await mixedLoad(apiRequests, create("k"), read, { pid: server.pid, reconciles: async () => 0 });
+  } finally {
+    await server.stop();
+    await client.delete().prefix(prefix);
+    client.close();
+  }
 }
 
 /** The floor: the same mix as bare etcd operations (create-if-absent txn / get), under `prefix`. */
@@ -805,6 +850,15 @@ async function main(): Promise<void> {
         etcd_write_p99_ms: percentile(etcd.post, 99),
         etcd_read_p99_ms: percentile(etcd.get, 99),
       });
+      const node = c.byKind.node;
+      const nodeLegs = apiLegs.filter((k) => k === "node").length;
+      if (nodeLegs > 0) Object.assign(figures, {
+        node_passthrough_p50_ms: percentile(node.all, 50),
+        node_passthrough_p99_ms: percentile(node.all, 99),
+        node_passthrough_post_p99_ms: percentile(node.post, 99),
+        node_passthrough_get_p99_ms: percentile(node.get, 99),
+        node_passthrough_cpu_ms_per_request: (node.orchestratorCpuS * 1000) / (nodeLegs * apiRequests),
+      });
       const p99 = (l: Latencies) => percentile(l.all, 99);
       const auth = c.byKind.token;
       const none = c.byKind.none;
@@ -814,6 +868,13 @@ async function main(): Promise<void> {
         api_auth_p99_over_etcd_p99: p99(auth) / p99(etcd),
         api_noauth_p99_over_etcd_p99: p99(none) / p99(etcd),
       });
+      if (nodeLegs > 0) {
+        Object.assign(ratios, {
+          // The second floor against the first: above 1.3, no API in Node meets the target here.
+          node_passthrough_p99_over_etcd_p99: p99(node) / p99(etcd),
+          api_auth_p99_over_node_passthrough_p99: p99(auth) / p99(node),
+        });
+      }
       const cTargets: Target[] = [
         { name: "api_auth_p99_over_api_noauth_p99", kind: "max", value: 1.1 },
         { name: "api_auth_p99_over_etcd_p99", kind: "max", value: 1.3 },
@@ -822,12 +883,15 @@ async function main(): Promise<void> {
       console.log(
         `api: auth on p99 ${p99(auth).toFixed(1)} ms (POST ${percentile(auth.post, 99).toFixed(1)}), ` +
           `auth off p99 ${p99(none).toFixed(1)} ms (POST ${percentile(none.post, 99).toFixed(1)}), ` +
-          `bare etcd p99 ${p99(etcd).toFixed(1)} ms; auth / no-auth ${(p99(auth) / p99(none)).toFixed(3)}, auth / etcd ${(p99(auth) / p99(etcd)).toFixed(3)}`,
+          `bare etcd p99 ${p99(etcd).toFixed(1)} ms` +
+          (nodeLegs > 0 ? `, Node pass-through p99 ${p99(node).toFixed(1)} ms; pass-through / etcd ${(p99(node) / p99(etcd)).toFixed(3)}` : "") +
+          `; auth / no-auth ${(p99(auth) / p99(none)).toFixed(3)}, auth / etcd ${(p99(auth) / p99(etcd)).toFixed(3)}`,
       );
       notes.push(
         `(c) ${apiRequests} requests per leg, 25% POST / 75% GET, ${apiConcurrency} at a time, after ${apiWarmup} of warm-up; legs ${apiLegs.join(", ")}: ` +
           "api_noauth_* = `-auth none`, api_auth_* = `-auth token` with an admin token on every request (each a fresh orchestrator on the same etcd), " +
-          "etcd_* = the same mix as bare etcd ops with no orchestrator up; figures pool the legs of a kind",
+          "etcd_* = the same mix as bare etcd ops with no orchestrator up, node_passthrough_* = the same requests to a bare node:http server doing those etcd ops " +
+          "(bench/orchestrator/passthrough.ts, no orchestrator up); figures pool the legs of a kind",
         ...c.legs.map((l) => `(c) ${l}`),
         ...cTargets.map((t) => {
           const v = ratios[t.name]!;

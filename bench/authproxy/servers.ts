@@ -1,57 +1,6 @@
-// The bench's own servers as child processes (upstream.ts, node-proxy.ts: `node --import tsx
-// <script>`, ready when it prints `listening <port>`), and the CPU figures /proc gives about the
-// machine and about this process's finished children (the load generators).
-import { spawn } from "node:child_process";
+// The CPU figures /proc gives about the machine and about this process's finished children (the
+// load generators).
 import { readFile } from "node:fs/promises";
-import { fileURLToPath } from "node:url";
-
-const tsxLoader = import.meta.resolve("tsx");
-
-export interface ScriptServer {
-  port: number;
-  pid: number;
-  stop(): Promise<void>;
-}
-
-/** bench/authproxy/<script> in a child process, resolved once it prints its port. */
-export function startScriptServer(script: string, args: string[] = [], nodeArgs: string[] = []): Promise<ScriptServer> {
-  const path = fileURLToPath(new URL(`./${script}`, import.meta.url));
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...nodeArgs, "--import", tsxLoader, path, ...args], { stdio: ["ignore", "pipe", "pipe"] });
-    const exited = new Promise<void>((r) => child.once("exit", () => r()));
-    let out = "";
-    let err = "";
-    const stop = async () => {
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill("SIGTERM");
-        const killed = setTimeout(() => child.kill("SIGKILL"), 5_000);
-        await exited;
-        clearTimeout(killed);
-      }
-    };
-    const timer = setTimeout(() => {
-      void stop();
-      reject(new Error(`${script} did not start in 30 s: ${out}${err}`));
-    }, 30_000);
-    child.stderr.on("data", (d: Buffer) => (err = (err + d.toString()).slice(-4000)));
-    child.stdout.on("data", (d: Buffer) => {
-      out += d.toString();
-      const m = /^listening (\d+)$/m.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ port: Number(m[1]), pid: child.pid!, stop });
-      }
-    });
-    child.once("error", (e) => {
-      clearTimeout(timer);
-      reject(e);
-    });
-    child.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`${script} exited (${code}): ${err}`));
-    });
-  });
-}
 
 /** Jiffies (1/100 s) the whole machine spent busy and in total so far (/proc/stat, first line). */
 export async function machineCpu(): Promise<{ busy: number; total: number }> {
