@@ -104,7 +104,7 @@ export function createDependencyController(opts: DependencyControllerOptions): D
     watches: [
       informerSource(specs, (entry) => [entry.name]),
       // A status without a spec (an interrupted removal) must be finished too: initial list included.
-      statusSource(statuses, (name) => reconciler.lastStatusRevision(name), { name: "status:dependency-status", initialList: true }),
+      statusSource(statuses, (name) => reconciler.lastStatusRevision(name), { name: "status:dependency-status", initialList: true, inFlight: reconciler.statusWrites }),
       referenceSource(references, groups, groupStatuses),
       labelledContainerSource(cache, labelKeys.dependency),
     ],

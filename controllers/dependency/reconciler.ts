@@ -55,6 +55,7 @@ import { pullRecheckMs } from "../shared/image-pull.ts";
 import { countFailure } from "../shared/restart.ts";
 import { settleAll } from "../shared/settle.ts";
 import { readOwnStatus, writeStatusIfChanged } from "../shared/status-records.ts";
+import { StatusWritesInFlight } from "../shared/status-writes-in-flight.ts";
 import { unreadableSpecStatus } from "../shared/unreadable-spec.ts";
 import { asap, Wakeups } from "../shared/wakeups.ts";
 import { checkPlacement, killTimeoutOf, planContainer } from "./container-spec.ts";
@@ -111,6 +112,9 @@ export class DependencyReconciler {
     this.nodes = new DependencyNodes(options.cluster, options.cache, options.clock, options.callTimeoutMs);
   }
 
+  /** Status writes in flight, for the status source (their echo may come before their revision). */
+  readonly statusWrites = new StatusWritesInFlight();
+
   /** Revision of our last status write (the status source skips its own echo). */
   lastStatusRevision(name: string): number | undefined {
     return this.memory.get(name)?.statusRevision;
@@ -166,10 +170,16 @@ export class DependencyReconciler {
   /** D6: compare-and-swap, only when changed. Returns the entry now stored. */
   async writeStatus(name: string, memory: Memory, prev: StatusEntry | undefined, next: DependencyStatus): Promise<StatusEntry> {
     const { store, layout, specs, events } = this.options;
-    const { record, written } = await writeStatusIfChanged(store, layout.statusOf(name), prev, next);
-    if (written) memory.statusRevision = record.modRevision;
-    if (written) events?.statusWritten(name, specs.get(layout.dependency(name))?.spec, prev?.status, next);
-    return record;
+    const settled = this.statusWrites.begin(name);
+    let revision: number | undefined;
+    try {
+      const { record, written } = await writeStatusIfChanged(store, layout.statusOf(name), prev, next);
+      if (written) memory.statusRevision = revision = record.modRevision;
+      if (written) events?.statusWritten(name, specs.get(layout.dependency(name))?.spec, prev?.status, next);
+      return record;
+    } finally {
+      settled(revision);
+    }
   }
 
   /** Delete spec and status in one transaction, each only if unchanged since read. */

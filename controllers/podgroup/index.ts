@@ -130,7 +130,7 @@ export function createPodGroupController(opts: PodGroupControllerOptions): PodGr
     watches: [
       informerSource(specs, (e) => [e.name]),
       // Initial adds: the specs informer already enqueues every group.
-      statusSource(statuses, (name) => reconciler.lastStatusRevision(name), { name: "status:podgroup-status", initialList: false }),
+      statusSource(statuses, (name) => reconciler.lastStatusRevision(name), { name: "status:podgroup-status", initialList: false, inFlight: reconciler.statusWrites }),
       taskSource(tasks, cache, statuses),
       // A marker is written for a created container that waits for it: start it now.
       informerSource(markers, (e) => (e.podGroup !== undefined ? [e.podGroup] : [])),

@@ -85,6 +85,7 @@ import { pullRecheckMs } from "../shared/image-pull.ts";
 import { countFailure } from "../shared/restart.ts";
 import type { SecretMarkerEntry } from "./secret-marker.ts";
 import { readOwnStatus, writeStatusIfChanged } from "../shared/status-records.ts";
+import { StatusWritesInFlight } from "../shared/status-writes-in-flight.ts";
 import { asap, Wakeups } from "../shared/wakeups.ts";
 import { buildStatus, unseenPods } from "./status.ts";
 import {
@@ -137,6 +138,9 @@ export class PodGroupReconciler {
   private readonly finished = new Map<string, number>();
 
   constructor(readonly options: ReconcilerOptions) {}
+
+  /** Status writes in flight, for the status source (their echo may come before their revision). */
+  readonly statusWrites = new StatusWritesInFlight();
 
   /** Revision of our last status write for `name` (the status source skips its own echo). */
   lastStatusRevision(name: string): number | undefined {
@@ -205,10 +209,16 @@ export class PodGroupReconciler {
 
   /** R8: compare-and-swap, only when changed. Returns the entry now stored. */
   async writeStatus(name: string, mem: GroupMemory, previous: StatusEntry | undefined, next: PodGroupStatus): Promise<StatusEntry> {
-    const { record, written } = await writeStatusIfChanged(this.options.store, this.options.layout.statusOf(name), previous, next);
-    if (written) mem.statusRevision = record.modRevision;
-    if (written) this.options.events?.statusWritten(name, this.options.specs.get(this.options.layout.podGroup(name))?.spec, previous?.status, next);
-    return record;
+    const settled = this.statusWrites.begin(name);
+    let revision: number | undefined;
+    try {
+      const { record, written } = await writeStatusIfChanged(this.options.store, this.options.layout.statusOf(name), previous, next);
+      if (written) mem.statusRevision = revision = record.modRevision;
+      if (written) this.options.events?.statusWritten(name, this.options.specs.get(this.options.layout.podGroup(name))?.spec, previous?.status, next);
+      return record;
+    } finally {
+      settled(revision);
+    }
   }
 
   async deleteTasks(tasks: TaskEntry[]): Promise<void> {

@@ -4,6 +4,7 @@ import type { Store } from "../../adapters/store/store.ts";
 import type { Informer } from "../../runtime/informer.ts";
 import type { Source } from "../../runtime/source.ts";
 import { StatusConflictError } from "./errors.ts";
+import type { StatusWritesInFlight } from "./status-writes-in-flight.ts";
 
 /** Whether two statuses say the same thing (updatedAt aside): no write when nothing changed. */
 export function sameStatus<S extends { updatedAt: string }>(a: S | undefined, b: S): boolean {
@@ -15,19 +16,22 @@ export function sameStatus<S extends { updatedAt: string }>(a: S | undefined, b:
  * Status changes made by anyone but this controller enqueue the key; its own writes (their
  * revision is `ownRevision(name)`) do not echo back. `initialList`: whether the statuses listed at
  * start enqueue their key too (needed when a status may outlive its spec, e.g. an interrupted
- * removal; not needed when the spec informer enqueues every key anyway).
+ * removal; not needed when the spec informer enqueues every key anyway). `inFlight`: the
+ * controller's writes in flight, whose echo may come before their revision is known
+ * (status-writes-in-flight.ts): an event of such a key is judged when the write settles.
  */
 export function statusSource<E extends { name: string; modRevision: number }>(
   statuses: Informer<E>,
   ownRevision: (name: string) => number | undefined,
-  opts: { name: string; initialList: boolean },
+  opts: { name: string; initialList: boolean; inFlight?: StatusWritesInFlight },
 ): Source {
   let unregister: (() => void) | undefined;
-  const foreign = (e: E) => e.modRevision !== ownRevision(e.name);
+  const foreign = (e: E) => !(opts.inFlight?.hold(e.name, e.modRevision) ?? false) && e.modRevision !== ownRevision(e.name);
   return {
     name: opts.name,
     start(enqueue) {
       unregister?.();
+      opts.inFlight?.onForeign(enqueue);
       unregister = statuses.addEventHandler({
         onAdd: (e, _key, meta) => {
           if (meta.isInInitialList ? opts.initialList : foreign(e)) enqueue(e.name);
@@ -39,6 +43,7 @@ export function statusSource<E extends { name: string; modRevision: number }>(
       });
     },
     stop() {
+      opts.inFlight?.onForeign(undefined);
       unregister?.();
       unregister = undefined;
     },

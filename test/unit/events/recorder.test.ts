@@ -3,7 +3,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { NotLeaderError } from "../../../adapters/store/fenced.ts";
 import { SqliteStore } from "../../../adapters/store/sqlite.ts";
-import type { Store, TxnResult } from "../../../adapters/store/store.ts";
+import type { Compare, Op, Store, TxnResult } from "../../../adapters/store/store.ts";
 import { decodeEventRecord, eventsKeyPrefix, type EventInput, type EventRecord } from "../../../api/resources/event.ts";
 import { EventRecorder, type EventRecorderOptions } from "../../../controllers/shared/events.ts";
 import { FakeClock, flushMicrotasks } from "../../../runtime/clock.ts";
@@ -11,20 +11,26 @@ import { FakeClock, flushMicrotasks } from "../../../runtime/clock.ts";
 const epoch = Date.parse("2026-11-26T10:00:00Z");
 const prefix = eventsKeyPrefix("/t/");
 
-/** A store whose puts are recorded (and can be made to fail or hang); everything else is unused. */
+/** A store whose puts (transactions of puts, as the recorder's batcher sends them) are recorded, and can be made to fail or hang; everything else is unused. */
 class PutStore {
   readonly puts: { key: string; record: EventRecord }[] = [];
   readonly values = new Map<string, EventRecord>();
+  /** Puts per transaction, in order. */
+  readonly txns: number[] = [];
   mode: "ok" | "fail" | "hang" | "not-leader" = "ok";
   readonly store = {
-    put: (key: string, value: string): Promise<TxnResult> => {
+    txn: (_compares: Compare[], ops: Op[]): Promise<TxnResult> => {
       if (this.mode === "fail") return Promise.reject(new Error("store down"));
       if (this.mode === "not-leader") return Promise.reject(new NotLeaderError("/leader", "no term"));
       if (this.mode === "hang") return new Promise(() => {});
-      const record = decodeEventRecord(value)!;
-      this.puts.push({ key, record });
-      this.values.set(key, record);
-      return Promise.resolve({ succeeded: true, revision: this.puts.length + 1 });
+      for (const op of ops) {
+        if (op.type !== "put") throw new Error(`unexpected ${op.type}`);
+        const record = decodeEventRecord(op.value)!;
+        this.puts.push({ key: op.key, record });
+        this.values.set(op.key, record);
+      }
+      this.txns.push(ops.length);
+      return Promise.resolve({ succeeded: true, revision: this.txns.length + 1 });
     },
   } as unknown as Store;
 }
@@ -209,14 +215,43 @@ describe("writes never fail the caller", () => {
   it("drops writes beyond the queue bound", async () => {
     const r = recorder({ writeConcurrency: 1, maxQueuedWrites: 2, burst: 100 });
     s.mode = "hang";
-    for (let i = 0; i < 10; i++) r.record(crash(`m${i}`));
+    r.record(crash("m0"));
+    await flushMicrotasks(); // m0's write is in flight, and hangs
     s.mode = "ok";
+    for (let i = 1; i < 10; i++) r.record(crash(`m${i}`));
     await clock.advanceAsync(5_000);
     await settle(r);
     await clock.advanceAsync(5_000);
     await settle(r);
-    // m0 hangs (in flight), m1 and m2 were queued; the rest were dropped.
+    // m1 and m2 waited (the bound), the rest were dropped; once m0 was given up, the two went in one transaction.
     expect(s.puts.map((p) => p.record.message)).toEqual(["m1", "m2"]);
+    expect(s.txns).toEqual([2]);
+  });
+
+  it("records made together are written in one transaction; records made while a write is in flight, in the next", async () => {
+    const r = recorder({ writeConcurrency: 1 });
+    r.record(crash("a"));
+    r.record({ ...crash("b"), reason: "InstanceRestarted", type: "Normal" });
+    r.record(crash("c", "shop.worker"));
+    await settle(r);
+    expect(s.txns).toEqual([3]);
+    s.mode = "hang";
+    r.record(crash("d"));
+    await flushMicrotasks(); // d's write is in flight
+    s.mode = "ok";
+    for (const m of ["e", "f", "g"]) r.record(crash(m));
+    await clock.advanceAsync(5_000); // d is given up
+    await settle(r);
+    expect(s.txns).toEqual([3, 3]);
+    expect(s.puts.map((p) => p.record.message)).toEqual(["a", "b", "c", "e", "f", "g"]);
+  });
+
+  it("a batch holds at most maxBatch records", async () => {
+    const r = recorder({ maxBatch: 4, burst: 100 });
+    for (let i = 0; i < 10; i++) r.record(crash(`m${i}`));
+    await settle(r);
+    expect(s.txns).toEqual([4, 4, 2]);
+    expect(s.puts.map((p) => p.record.message)).toEqual(Array.from({ length: 10 }, (_, i) => `m${i}`));
   });
 });
 
