@@ -2,8 +2,16 @@
 // every start: about 0.4 s on a quiet machine, over a second on a busy one. A bundle of the same
 // sources, made by esbuild (the compiler tsx itself uses) with one chunk per command, starts in
 // about 0.1 s. The bundle is only a cache, under node_modules/.cache/capstan-cli: made on the
-// first start, made again when any source file in it (or tsconfig.json, package.json, esbuild)
-// changed, so editing a source needs no build step (docs/cli.md).
+// first start, made again when any source file in it (or tsconfig.json, package.json, esbuild, a
+// bundled package's package.json) changed, so editing a source needs no build step (docs/cli.md).
+//
+// The packages the sources import are bundled too, but for those in `externalPackages`: Node
+// resolving and compiling some 400 files of undici, dockerode, yaml and zod one by one was most of
+// a command's start (`capstan build -h`: about 0.55 s -> 0.3 s on a loaded machine). Two modules
+// dockerode always loads and Capstan never uses are replaced by stubs that throw if called, which
+// keeps gRPC and ssh2 out of every command's start: dockerode's BuildKit session (Capstan builds
+// with containers and commits, never with the engine's builder) and docker-modem's ssh transport
+// (an ssh:// Docker host is refused before any connection: adapters/cluster/spec.ts).
 // CAPSTAN_CLI_BUNDLE=0 runs the sources through tsx instead; so does a bundle that cannot be made
 // (a read-only node_modules, say), with one line on standard error saying why.
 import { createHash, randomUUID } from "node:crypto";
@@ -17,8 +25,35 @@ const root = fileURLToPath(new URL("../../", import.meta.url));
 // separate bundles rather than replacing each other's on every start.
 const cacheDir = join(root, "node_modules", ".cache", "capstan-cli", createHash("sha256").update(root).digest("hex").slice(0, 12));
 const currentFile = join(cacheDir, "current.json");
-/** Files that shape the bundle besides the sources esbuild reports reading. */
-const alwaysInputs = ["tsconfig.json", "package.json"];
+/** Files that shape the bundle besides the sources esbuild reports reading (this file: how it is made). */
+const alwaysInputs = ["tsconfig.json", "package.json", "cli/bin/load-main.mjs"];
+/**
+ * Packages left to Node's own loader: native code, files read next to their own modules (etcd3's
+ * and gRPC's .proto files, pino's worker transports), tools, and optional native add-ons that a
+ * package tries to load and does without.
+ */
+const externalPackages = new Set([
+  "better-sqlite3",
+  "etcd3",
+  "@grpc/grpc-js",
+  "@grpc/proto-loader",
+  "pino",
+  "thread-stream",
+  "pino-pretty",
+  "oidc-provider",
+  "playwright-core",
+  "esbuild",
+  "tsx",
+  "bufferutil",
+  "utf-8-validate",
+  "cpu-features",
+]);
+/** Modules replaced by a stub that throws when used (see the top): [specifier, importer pattern, what]. */
+const stubbed = [
+  [/^\.\/session$/, /[\\/]dockerode[\\/]/, "BuildKit sessions"],
+  [/^\.\/buildkit$/, /[\\/]dockerode[\\/]/, "BuildKit builds"],
+  [/^ssh2$/, /[\\/]docker-modem[\\/]/, "ssh:// Docker hosts"],
+];
 /** Older bundles are removed after a day: a process started from one may still load its chunks. */
 const keepOldMs = 24 * 60 * 60 * 1000;
 
@@ -59,6 +94,8 @@ function freshBundle() {
     return undefined;
   }
   if (typeof current?.dir !== "string" || !Array.isArray(current.inputs) || current.esbuild !== esbuildVersion()) return undefined;
+  // A record made by an older load-main.mjs may lack one of them (then this file changed since).
+  if (!alwaysInputs.every((path) => current.inputs.some((input) => input?.[0] === path))) return undefined;
   if (!existsSync(join(cacheDir, current.dir, "main.js"))) return undefined;
   for (const input of current.inputs) {
     try {
@@ -86,12 +123,17 @@ async function makeBundle() {
     format: "esm",
     platform: "node",
     target: "node20",
-    packages: "external",
     outdir: out,
     metafile: true,
     logLevel: "silent",
+    plugins: [packagesPlugin],
+    // Bundled CommonJS packages call require() for Node's own modules: an ES module has none.
+    banner: { js: 'import { createRequire as __capstanCreateRequire } from "node:module"; const require = __capstanCreateRequire(import.meta.url);' },
   });
-  const inputs = [...alwaysInputs, ...Object.keys(result.metafile.inputs)].map((path) => {
+  // A bundled package counts by its package.json (its version), not by each of its files.
+  const sources = Object.keys(result.metafile.inputs).filter((path) => !path.startsWith("capstan-stub:"));
+  const packageFiles = new Set(sources.flatMap((path) => packageJsonOf(path) ?? []));
+  const inputs = [...alwaysInputs, ...sources.filter((path) => !path.includes("node_modules/")), ...packageFiles].map((path) => {
     const s = statSync(join(root, path));
     return [path, s.size, s.mtimeMs];
   });
@@ -105,6 +147,35 @@ async function makeBundle() {
   }
   removeOldBundles(dir);
   return out;
+}
+
+/** esbuild plugin: bare imports bundled unless in externalPackages; the stubs above. */
+const packagesPlugin = {
+  name: "capstan-packages",
+  setup(build) {
+    for (const [filter, importer, what] of stubbed) {
+      build.onResolve({ filter }, (args) => (importer.test(args.importer) ? { path: what, namespace: "capstan-stub" } : undefined));
+    }
+    build.onLoad({ filter: /.*/, namespace: "capstan-stub" }, (args) => ({
+      // A function (the session), with the names the others are used by (ssh2's Client, buildkit's followProgress).
+      contents: `function fail() { throw new Error(${JSON.stringify(`capstan: ${args.path} are not supported`)}); }\nfail.Client = fail;\nfail.followProgress = fail;\nmodule.exports = fail;\n`,
+      loader: "js",
+    }));
+    build.onResolve({ filter: /^[^./]/ }, (args) => {
+      if (args.path.startsWith("node:")) return { path: args.path, external: true };
+      const name = args.path.split("/").slice(0, args.path.startsWith("@") ? 2 : 1).join("/");
+      return externalPackages.has(name) ? { path: args.path, external: true } : undefined;
+    });
+  },
+};
+
+/** node_modules/<package>/package.json for a bundled file under node_modules (the innermost package). */
+function packageJsonOf(path) {
+  const at = path.lastIndexOf("node_modules/");
+  if (at < 0) return undefined;
+  const rest = path.slice(at + "node_modules/".length).split("/");
+  const name = rest[0]?.startsWith("@") ? rest.slice(0, 2) : rest.slice(0, 1);
+  return `${path.slice(0, at)}node_modules/${name.join("/")}/package.json`;
 }
 
 function esbuildVersion() {
