@@ -89,11 +89,16 @@ interface Bucket {
 }
 
 let sequence = 0;
+/**
+ * This process's random part: drawn once, as two processes' ids must differ, not two ids of one
+ * process (its sequence does that). Drawing it per id was a fifth of the recorder's CPU.
+ */
+const processPart = randomBytes(3).toString("hex");
 
-/** A time-sortable id: the ms zero-padded, a process sequence number, a random part (two leaders' ids never collide). */
+/** A time-sortable id: the ms zero-padded, a process sequence number, the process's random part (two leaders' ids never collide). */
 export function eventId(ms: number): string {
   sequence = (sequence + 1) % 36 ** 6;
-  return `${String(Math.max(0, Math.floor(ms))).padStart(13, "0")}-${sequence.toString(36).padStart(6, "0")}-${randomBytes(3).toString("hex")}`;
+  return `${String(Math.max(0, Math.floor(ms))).padStart(13, "0")}-${sequence.toString(36).padStart(6, "0")}-${processPart}`;
 }
 
 export class EventRecorder implements EventSink {
@@ -334,6 +339,9 @@ export class EventRecorder implements EventSink {
   }
 }
 
+/** The event without its undefined fields (as its JSON would have it), shallow: an event's fields are strings and numbers. */
 function withoutUndefined(e: EventInput): EventInput {
-  return JSON.parse(JSON.stringify(e)) as EventInput;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(e)) if (v !== undefined) out[k] = v;
+  return out as unknown as EventInput;
 }
