@@ -12,10 +12,12 @@
 //   by then, once the object's bucket has a token again.
 // - Writes never fail or slow a reconcile: they run in a bounded queue, each with a deadline
 //   (`writeTimeoutMs`), one write per record at a time (a repeat during a write is written after
-//   it, so counts only grow); failures are logged and counted. The store is the fenced one: a
+//   it, so counts only grow; the one exception, a write given up at its deadline that the store
+//   applies later still, can put a record's count back by the repeats written meanwhile until its
+//   next repeat); failures are logged and counted. The store is the fenced one: a
 //   process that is not the leader writes nothing (NotLeaderError, logged at debug).
-// - Records waiting to be written go together, one transaction of puts (at most `maxBatch`) per
-//   write: the events of one status write (a create's DeployStarted and DeploySucceeded) and
+// - Records waiting to be written go together, one transaction of puts (at most `maxBatch`
+//   records and `maxBatchBytes`) per write: the events of one status write (a create's DeployStarted and DeploySucceeded) and
 //   those of reconciles running side by side share one round trip, raft entry and watch message.
 //   A write of its own per event had made every POST of a group cost two more etcd round trips
 //   (docs/benchmarks.md, orchestrator (c)).
@@ -66,8 +68,10 @@ export interface EventRecorderOptions {
   /** Writes (transactions) in flight (4), and records waiting for one (1000; more are dropped). */
   writeConcurrency?: number;
   maxQueuedWrites?: number;
-  /** Records per transaction at most (64; etcd's --max-txn-ops is 128 by default). */
+  /** Records per transaction at most (64; etcd's --max-txn-ops is 128 by default)... */
   maxBatch?: number;
+  /** ...and bytes of keys and values (512 KiB; etcd's --max-request-bytes is 1.5 MiB): one large record fails no other. */
+  maxBatchBytes?: number;
 }
 
 interface Aggregate {
@@ -87,6 +91,9 @@ interface Bucket {
   held: Set<Aggregate>;
   timer: TimerHandle | undefined;
 }
+
+/** Characters of an event's message kept (the rest cut, "..." at the end). */
+export const maxMessageLength = 1024;
 
 let sequence = 0;
 /**
@@ -117,6 +124,7 @@ export class EventRecorder implements EventSink {
   private readonly maxQueued: number;
   private readonly queue: PQueue;
   private readonly maxBatch: number;
+  private readonly maxBatchBytes: number;
   /** Records to write, with their value as of now, in the order scheduled; each write takes a batch. */
   private pending: { agg: Aggregate; value: string }[] = [];
   private readonly aggregates = new Map<string, Aggregate>();
@@ -140,7 +148,8 @@ export class EventRecorder implements EventSink {
     this.writeTimeoutMs = opts.writeTimeoutMs ?? 5_000;
     this.maxQueued = opts.maxQueuedWrites ?? 1000;
     this.maxBatch = opts.maxBatch ?? 64;
-    if (!(this.windowMs >= 0 && this.maxAggregates >= 1 && this.burst >= 1 && this.refillMs > 0 && this.maxHeld >= 0 && this.maxObjects >= 1 && this.writeTimeoutMs > 0 && this.maxBatch >= 1)) {
+    this.maxBatchBytes = opts.maxBatchBytes ?? 512 * 1024;
+    if (!(this.windowMs >= 0 && this.maxAggregates >= 1 && this.burst >= 1 && this.refillMs > 0 && this.maxHeld >= 0 && this.maxObjects >= 1 && this.writeTimeoutMs > 0 && this.maxBatch >= 1 && this.maxBatchBytes >= 1)) {
       throw new RangeError("event recorder: bad bounds");
     }
     this.queue = new PQueue({ concurrency: opts.writeConcurrency ?? 4 });
@@ -171,7 +180,10 @@ export class EventRecorder implements EventSink {
     this.buckets.clear();
   }
 
-  private add(event: EventInput): void {
+  private add(input: EventInput): void {
+    // A message of a few lines at most (an engine's or a webhook's error can be long): as
+    // Kubernetes caps an event's note at 1 KiB.
+    const event = input.message.length > maxMessageLength ? { ...input, message: `${input.message.slice(0, maxMessageLength - 3)}...` } : input;
     const at = this.clock.now();
     const time = new Date(this.now()).toISOString();
     // The app is part of what makes two events the same: a group deleted and made again under the
@@ -284,19 +296,20 @@ export class EventRecorder implements EventSink {
       this.warn(undefined, "event dropped: too many event writes queued (is the store slow?)");
       return;
     }
+    const value = JSON.stringify(agg.record);
     agg.writing = true;
     agg.dirty = false;
-    this.pending.push({ agg, value: JSON.stringify(agg.record) });
+    this.pending.push({ agg, value });
     // One write is queued for whatever is pending when it runs; more follow from flush() itself.
     if (this.pending.length === 1) void this.queue.add(() => this.flush());
   }
 
   /** Write the pending records (a batch) in one transaction. */
   private async flush(): Promise<void> {
-    // The rest of this turn first: what the caller records next (a status write's other events) joins.
+    // The caller's synchronous code first (p-queue starts this at once, inside add()): the other
+    // events one statusWritten() records join the batch. Anything recorded after an await does not.
     await Promise.resolve();
-    const batch = this.pending.slice(0, this.maxBatch);
-    this.pending = this.pending.slice(batch.length);
+    const batch = this.nextBatch();
     if (this.pending.length > 0) void this.queue.add(() => this.flush());
     if (batch.length === 0) return;
     const what = batch.length === 1 ? `write event ${batch[0]!.agg.record.id}` : `write ${batch.length} events`;
@@ -318,12 +331,30 @@ export class EventRecorder implements EventSink {
     } finally {
       for (const { agg } of batch) {
         agg.writing = false;
-        if (agg.dirty) {
-          agg.dirty = false;
+        if (!agg.dirty) continue;
+        agg.dirty = false;
+        try {
           this.schedule(agg);
+        } catch (e) {
+          this.warn(e, "an event's next write could not be scheduled");
         }
       }
     }
+  }
+
+  /** The longest prefix of `pending` within maxBatch records and maxBatchBytes (at least one record), taken off it. */
+  private nextBatch(): { agg: Aggregate; value: string }[] {
+    let bytes = 0;
+    let n = 0;
+    for (const p of this.pending) {
+      const size = p.agg.key.length + p.value.length;
+      if (n === this.maxBatch || (n > 0 && bytes + size > this.maxBatchBytes)) break;
+      bytes += size;
+      n++;
+    }
+    const batch = this.pending.slice(0, n);
+    this.pending = this.pending.slice(n);
+    return batch;
   }
 
   /** A warning at most every 30 s; the ones in between are counted in the next. */

@@ -16,7 +16,11 @@
 // it is never dropped.
 
 export class StatusWritesInFlight {
-  /** Per key: writes in flight (one at a time per key as a rule: a key is reconciled by one worker) and the newest revision held. */
+  /**
+   * Per key: writes in flight (one at a time per key as a rule: a key is reconciled by one worker)
+   * and the newest revision held. Should two overlap, only the last to settle judges what was held,
+   * against its own revision: at worst one extra reconcile, never a missed one.
+   */
   private readonly writes = new Map<string, { count: number; held: number | undefined }>();
   private foreign: ((name: string) => void) | undefined;
 

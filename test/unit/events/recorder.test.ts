@@ -5,7 +5,7 @@ import { NotLeaderError } from "../../../adapters/store/fenced.ts";
 import { SqliteStore } from "../../../adapters/store/sqlite.ts";
 import type { Compare, Op, Store, TxnResult } from "../../../adapters/store/store.ts";
 import { decodeEventRecord, eventsKeyPrefix, type EventInput, type EventRecord } from "../../../api/resources/event.ts";
-import { EventRecorder, type EventRecorderOptions } from "../../../controllers/shared/events.ts";
+import { EventRecorder, maxMessageLength, type EventRecorderOptions } from "../../../controllers/shared/events.ts";
 import { FakeClock, flushMicrotasks } from "../../../runtime/clock.ts";
 
 const epoch = Date.parse("2026-11-26T10:00:00Z");
@@ -244,6 +244,26 @@ describe("writes never fail the caller", () => {
     await settle(r);
     expect(s.txns).toEqual([3, 3]);
     expect(s.puts.map((p) => p.record.message)).toEqual(["a", "b", "c", "e", "f", "g"]);
+  });
+
+  it("a batch holds at most maxBatchBytes of keys and values; a larger record goes alone", async () => {
+    const r = recorder({ maxBatchBytes: 800, burst: 100 });
+    r.record(crash("a"));
+    r.record(crash("b"));
+    r.record(crash("x".repeat(1_000))); // over the bound alone: its own transaction, failing no other
+    r.record(crash("c"));
+    await settle(r);
+    expect(s.txns).toEqual([2, 1, 1]);
+    expect(s.puts.map((p) => p.record.message.slice(0, 1))).toEqual(["a", "b", "x", "c"]);
+  });
+
+  it("a message is cut at maxMessageLength characters, the cut marked", async () => {
+    const r = recorder();
+    r.record(crash("y".repeat(5_000)));
+    await settle(r);
+    const message = s.puts[0]!.record.message;
+    expect(message).toHaveLength(maxMessageLength);
+    expect(message.endsWith("y...")).toBe(true);
   });
 
   it("a batch holds at most maxBatch records", async () => {
