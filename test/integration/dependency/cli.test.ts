@@ -44,8 +44,12 @@ describe("capstan get depends", () => {
     await h.putGroup(h.name("g"), "ns-a", [{ podName: dep, policy: "namespace" }], ["n1"]);
     await h.putGroup(h.name("g"), "ns-b", [{ podName: dep, policy: "node" }], ["n2"]);
     await h.until("both pods running", async () => (await h.status(dep))?.state === "running" && (await h.status(dep))!.pods.length === 2);
-
-    const one = await capture(["depends", dep]);
+    // The API answers from its informers, which may be a moment behind the store read above.
+    let one = { code: -1, out: "" };
+    await h.until("the API to show both pods running", async () => {
+      one = await capture(["depends", dep]);
+      return new RegExp(`\\n${dep} +running +2/2 `).test(`\n${one.out}`);
+    });
     expect(one.code).toBe(0);
     expect(one.out).toMatch(new RegExp(`^DEPENDENCY +STATE +PODS +VERSION +LAST ERROR\\n${dep} +running +2/2 +1 +-\\n`));
     expect(one.out).toMatch(/\nn1 +ns-a +running +1 +1 +0 +- +\S+\.v1-n1-Nns-a running/);
