@@ -7,7 +7,8 @@
 import { randomBytes } from "node:crypto";
 import { Readable, type Writable } from "node:stream";
 import { StringDecoder } from "node:string_decoder";
-import Docker from "dockerode";
+import type Docker from "dockerode";
+import { dockerClient } from "../cluster/docker-client.ts";
 import { extract, pack } from "tar-stream";
 import { packedBytes } from "../cluster/archive.ts";
 import { formatDuration } from "../../runtime/duration.ts";
@@ -21,11 +22,12 @@ const callTimeoutMs = 60_000;
 /** The engine: `host` (-docker), else DOCKER_HOST, else the local socket. unix:///path, tcp://h:p, http://h:p. */
 export function connectEngine(host?: string): Docker {
   const h = host ?? process.env.DOCKER_HOST;
-  if (!h) return new Docker({ socketPath: "/var/run/docker.sock" });
-  if (h.startsWith("unix://")) return new Docker({ socketPath: h.slice("unix://".length) });
+  if (!h) return dockerClient({ socketPath: "/var/run/docker.sock" });
+  if (h.startsWith("unix://")) return dockerClient({ socketPath: h.slice("unix://".length) });
   const m = /^(tcp|http|https):\/\/([^:/]+|\[[^\]]+\]):(\d+)\/?$/.exec(h);
   if (!m) throw new BuildError(`engine address "${h}" must be unix:///PATH or tcp://HOST:PORT`);
-  return new Docker({ host: m[2]!.replace(/^\[|\]$/g, ""), port: Number(m[3]), protocol: m[1] === "https" ? "https" : "http" });
+  if (m[1] === "https") throw new BuildError(`engine address "${h}": https needs TLS client material, which capstan build does not take; use unix:///PATH or tcp://HOST:PORT`);
+  return dockerClient({ host: m[2]!.replace(/^\[|\]$/g, ""), port: Number(m[3]), protocol: "http" });
 }
 
 const signal = (ms = callTimeoutMs) => AbortSignal.timeout(ms);

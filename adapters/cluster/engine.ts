@@ -7,7 +7,8 @@
 // removed when the call settles, so a long-lived signal (a controller's shutdown signal, passed to
 // thousands of calls) does not collect listeners. dockerode hands the signal to http.request
 // (docker-modem), which destroys the request and its response on abort.
-import Docker from "dockerode";
+import type Docker from "dockerode";
+import { dockerClient } from "./docker-client.ts";
 import PQueue from "p-queue";
 import {
   ClusterError,
@@ -64,13 +65,13 @@ export class Engine {
   ) {
     const t = endpoint.transport;
     if (t.kind === "unix") {
-      this.docker = new Docker({ socketPath: t.socketPath });
+      this.docker = dockerClient({ socketPath: t.socketPath });
     } else if (t.tls) {
       if (tls === undefined) throw new ClusterSpecError(`node ${endpoint.name}: ${endpoint.endpoint} is a TLS endpoint but no TLS client material was given`);
       // protocol is explicit: docker-modem falls back to http silently when it is missing.
-      this.docker = new Docker({ host: t.host, port: t.port, protocol: "https", ca: tls.ca, cert: tls.cert, key: tls.key });
+      this.docker = dockerClient({ host: t.host, port: t.port, protocol: "https", ca: tls.ca, cert: tls.cert, key: tls.key });
     } else {
-      this.docker = new Docker({ host: t.host, port: t.port, protocol: "http" });
+      this.docker = dockerClient({ host: t.host, port: t.port, protocol: "http" });
     }
     this.writes = new PQueue({ concurrency: limits.writeConcurrency });
   }

@@ -50,9 +50,10 @@ const externalPackages = new Set([
 ]);
 /** Modules replaced by a stub that throws when used (see the top): [specifier, importer pattern, what]. */
 const stubbed = [
-  [/^\.\/session$/, /[\\/]dockerode[\\/]/, "BuildKit sessions"],
-  [/^\.\/buildkit$/, /[\\/]dockerode[\\/]/, "BuildKit builds"],
-  [/^ssh2$/, /[\\/]docker-modem[\\/]/, "ssh:// Docker hosts"],
+  [/^\.\/session$/, /[\\/]node_modules[\\/]dockerode[\\/]lib[\\/]/, "BuildKit sessions"],
+  // Docker.followProgress (BuildKit's): Capstan follows pulls and pushes with modem.followProgress.
+  [/^\.\/buildkit$/, /[\\/]node_modules[\\/]dockerode[\\/]lib[\\/]/, "BuildKit builds"],
+  [/^ssh2$/, /[\\/]node_modules[\\/]docker-modem[\\/]lib[\\/]/, "ssh:// Docker hosts"],
 ];
 /** Older bundles are removed after a day: a process started from one may still load its chunks. */
 const keepOldMs = 24 * 60 * 60 * 1000;
@@ -130,13 +131,22 @@ async function makeBundle() {
     // Bundled CommonJS packages call require() for Node's own modules: an ES module has none.
     banner: { js: 'import { createRequire as __capstanCreateRequire } from "node:module"; const require = __capstanCreateRequire(import.meta.url);' },
   });
-  // A bundled package counts by its package.json (its version), not by each of its files.
+  // A bundled package counts by its package.json (its version), not by each of its files; and
+  // npm rewrites node_modules/.package-lock.json on every install. (A file edited by hand inside
+  // node_modules is not noticed: docs/cli.md.)
   const sources = Object.keys(result.metafile.inputs).filter((path) => !path.startsWith("capstan-stub:"));
   const packageFiles = new Set(sources.flatMap((path) => packageJsonOf(path) ?? []));
-  const inputs = [...alwaysInputs, ...sources.filter((path) => !path.includes("node_modules/")), ...packageFiles].map((path) => {
-    const s = statSync(join(root, path));
-    return [path, s.size, s.mtimeMs];
-  });
+  const optional = ["node_modules/.package-lock.json"].filter((path) => existsSync(join(root, path)));
+  let inputs;
+  try {
+    inputs = [...alwaysInputs, ...optional, ...sources.filter((path) => !path.includes("node_modules/")), ...packageFiles].map((path) => {
+      const s = statSync(join(root, path));
+      return [path, s.size, s.mtimeMs];
+    });
+  } catch (error) {
+    rmSync(out, { recursive: true, force: true });
+    throw error;
+  }
   // A source saved while esbuild read it may be in the bundle in its old form: use this bundle
   // once, but do not record it, so the next start makes a new one. (The margin covers file times
   // taken from a coarser clock than Date.now().)
@@ -169,13 +179,22 @@ const packagesPlugin = {
   },
 };
 
-/** node_modules/<package>/package.json for a bundled file under node_modules (the innermost package). */
+/**
+ * The package.json of a bundled file's package (node_modules/<package>/, the innermost), else the
+ * nearest one above the file, else the file itself.
+ */
 function packageJsonOf(path) {
   const at = path.lastIndexOf("node_modules/");
   if (at < 0) return undefined;
-  const rest = path.slice(at + "node_modules/".length).split("/");
-  const name = rest[0]?.startsWith("@") ? rest.slice(0, 2) : rest.slice(0, 1);
-  return `${path.slice(0, at)}node_modules/${name.join("/")}/package.json`;
+  const base = path.slice(0, at + "node_modules/".length);
+  const parts = path.slice(base.length).split("/").slice(0, -1);
+  const rootLength = parts[0]?.startsWith("@") ? 2 : 1;
+  for (const n of [rootLength, ...Array.from({ length: parts.length }, (_, i) => parts.length - i)]) {
+    if (n < 1 || n > parts.length) continue;
+    const candidate = `${base}${parts.slice(0, n).join("/")}/package.json`;
+    if (existsSync(join(root, candidate))) return candidate;
+  }
+  return path;
 }
 
 function esbuildVersion() {

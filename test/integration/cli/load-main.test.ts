@@ -5,7 +5,7 @@
 // CommonJS package of its own in node_modules), with the real esbuild and tsx; and on this
 // repository's own command, whose start must not load what the stubs replace.
 import { execFile } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
@@ -125,5 +125,11 @@ describe("this repository's capstan command", () => {
     expect(loaded).toContain(hook); // the listing works
     expect(loaded.filter((f) => /node_modules\/(@grpc|ssh2|protobufjs)\//.test(f))).toEqual([]);
     rmSync(dirname(hook), { recursive: true, force: true });
+    // Nor are they in the bundle at all (a command that reached them would fail, not load them).
+    const cacheDir = join(repo, "node_modules/.cache/capstan-cli");
+    const records = readdirSync(cacheDir).map((d) => join(cacheDir, d, "current.json")).filter((f) => existsSync(f));
+    const mine = records.map((f) => JSON.parse(readFileSync(f, "utf8")) as { inputs: [string][] }).find((r) => r.inputs.some(([p]) => p === "cli/commands/build.ts"));
+    expect(mine).toBeDefined();
+    expect(mine!.inputs.map(([p]) => p).filter((p) => /node_modules\/(@grpc|ssh2|protobufjs)\//.test(p))).toEqual([]);
   }, 60_000);
 });
