@@ -529,23 +529,35 @@ async function apiLatency(o: Orchestrator & { etcd: EtcdProcess }): Promise<ApiF
   return { byKind: { none: pooled(byKind.none), token: pooled(byKind.token), etcd: pooled(byKind.etcd), node: pooled(byKind.node) }, legs };
 }
 
-/** One API leg: 16 groups to read from the start, a warm-up, the start-up sync done, the measured mix. */
-async function apiLoad(o: Orchestrator, tag: string): Promise<Latencies> {
-  // Groups to read from the first request on; POSTed ones join the pool once answered.
+/** A server's answer to one request of (c)'s mix. */
+type Send = (method: string, path: string, body?: unknown) => Promise<ApiAnswer>;
+
+/**
+ * (c)'s requests against one server: 16 groups POSTed first (by `seed`, which fails on a refusal)
+ * so that reads have something from the first request on; then `create(prefix)` POSTs a new group
+ * per call, which joins the pool once answered, and `read` GETs one of the pool.
+ */
+async function podGroupMix(send: Send, seedPrefix: string, seed: (spec: ReturnType<typeof groupSpec>) => Promise<void>) {
   const names: string[] = [];
   for (let i = 0; i < apiConcurrency; i++) {
-    const name = `${tag}-seed${i}`;
-    await post(o, groupSpec(name, 0));
+    const name = `${seedPrefix}seed${i}`;
+    await seed(groupSpec(name, 0));
     names.push(name);
   }
   const pick = (i: number) => names[(i * 7919) % names.length]!;
   const create = (prefix: string) => async (i: number) => {
     const name = `${prefix}${i}`;
-    const ok = (await call(o, "POST", "/api/podgroups", groupSpec(name, 0))).status === 202;
+    const ok = (await send("POST", "/api/podgroups", groupSpec(name, 0))).status === 202;
     if (ok) names.push(name);
     return ok;
   };
-  const read = async (i: number) => (await call(o, "GET", `/api/podgroups?name=${pick(i)}`)).status === 200;
+  const read = async (i: number) => (await send("GET", `/api/podgroups?name=${pick(i)}`)).status === 200;
+  return { create, read };
+}
+
+/** One API leg: 16 groups to read from the start, a warm-up, the start-up sync done, the measured mix. */
+async function apiLoad(o: Orchestrator, tag: string): Promise<Latencies> {
+  const { create, read } = await podGroupMix((method, path, body) => call(o, method, path, body), `${tag}-`, (spec) => post(o, spec));
   // Warm-up: connections, and the JIT, which needs thousands of calls of each path (measured, same
   // mix: 1.47 ms of orchestrator CPU per request over the first 2,000, 0.79 over the next 2,000,
   // 0.43-0.53 from the 5,000th on), so the figures are the steady state of a server that has been
@@ -562,20 +574,10 @@ async function passthroughLoad(etcdEndpoint: string, prefix: string): Promise<La
   const baseUrl = `http://127.0.0.1:${server.port}`;
   const client = new Etcd3({ hosts: `http://${etcdEndpoint}` });
   try {
-    const names: string[] = [];
-    for (let i = 0; i < apiConcurrency; i++) {
-      const name = `seed${i}`;
-      if ((await api(baseUrl, "POST", "/api/podgroups", groupSpec(name, 0))).status !== 202) throw new Error(`pass-through: POST of ${name} failed`);
-      names.push(name);
-    }
-    const pick = (i: number) => names[(i * 7919) % names.length]!;
-    const create = (tag: string) => async (i: number) => {
-      const name = `${tag}${i}`;
-      const ok = (await api(baseUrl, "POST", "/api/podgroups", groupSpec(name, 0))).status === 202;
-      if (ok) names.push(name);
-      return ok;
-    };
-    const read = async (i: number) => (await api(baseUrl, "GET", `/api/podgroups?name=${pick(i)}`)).status === 200;
+    const send: Send = (method, path, body) => api(baseUrl, method, path, body);
+    const { create, read } = await podGroupMix(send, "", async (spec) => {
+      if ((await send("POST", "/api/podgroups", spec)).status !== 202) throw new Error(`pass-through: POST of ${spec.name} failed`);
+    });
     await mixedLoad(apiWarmup, create("w"), read);
     return await mixedLoad(apiRequests, create("k"), read, { pid: server.pid, reconciles: async () => 0 });
   } finally {
