@@ -17,10 +17,10 @@
 //   next repeat); failures are logged and counted. The store is the fenced one: a
 //   process that is not the leader writes nothing (NotLeaderError, logged at debug).
 // - Records waiting to be written go together, one transaction of puts (at most `maxBatch`
-//   records and `maxBatchBytes`) per write: the events of one status write (a create's DeployStarted and DeploySucceeded) and
-//   those of reconciles running side by side share one round trip, raft entry and watch message.
-//   A write of its own per event had made every POST of a group cost two more etcd round trips
-//   (docs/benchmarks.md, orchestrator (c)).
+//   records and `maxBatchBytes`) per write: the events of one status write (a create's
+//   DeployStarted and DeploySucceeded) and those of reconciles running side by side share one
+//   round trip, raft entry and watch message. A write of its own per event had made every POST of
+//   a group cost two more etcd round trips (docs/benchmarks.md, orchestrator (c)).
 import PQueue from "p-queue";
 import { randomBytes } from "node:crypto";
 import { Registry } from "prom-client";
