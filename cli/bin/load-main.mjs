@@ -2,8 +2,9 @@
 // every start: about 0.4 s on a quiet machine, over a second on a busy one. A bundle of the same
 // sources, made by esbuild (the compiler tsx itself uses) with one chunk per command, starts in
 // about 0.1 s. The bundle is only a cache, under node_modules/.cache/capstan-cli: made on the
-// first start, made again when any source file in it (or tsconfig.json, package.json, esbuild, a
-// bundled package's package.json) changed, so editing a source needs no build step (docs/cli.md).
+// first start, made again when any source file in it (or tsconfig.json, package.json, this file,
+// esbuild, a bundled package's package.json, node_modules/.package-lock.json) changed, so editing a
+// source needs no build step (docs/cli.md).
 //
 // The packages the sources import are bundled too, but for those in `externalPackages`: Node
 // resolving and compiling some 400 files of undici, dockerode, yaml and zod one by one was most of
@@ -11,7 +12,8 @@
 // dockerode always loads and Capstan never uses are replaced by stubs that throw if called, which
 // keeps gRPC and ssh2 out of every command's start: dockerode's BuildKit session (Capstan builds
 // with containers and commits, never with the engine's builder) and docker-modem's ssh transport
-// (an ssh:// Docker host is refused before any connection: adapters/cluster/spec.ts).
+// (an ssh:// endpoint is refused before any connection, adapters/cluster/spec.ts, and no client
+// takes its engine from DOCKER_HOST: adapters/cluster/docker-client.ts).
 // CAPSTAN_CLI_BUNDLE=0 runs the sources through tsx instead; so does a bundle that cannot be made
 // (a read-only node_modules, say), with one line on standard error saying why.
 import { createHash, randomUUID } from "node:crypto";
