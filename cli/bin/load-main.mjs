@@ -137,6 +137,11 @@ async function makeBundle() {
   // npm rewrites node_modules/.package-lock.json on every install. (A file edited by hand inside
   // node_modules is not noticed: docs/cli.md.)
   const sources = Object.keys(result.metafile.inputs).filter((path) => !path.startsWith("capstan-stub:"));
+  const misplaced = sources.filter((path) => path.includes("node_modules/") && readsOwnLocation(readFileSync(join(root, path), "utf8")));
+  if (misplaced.length > 0) {
+    rmSync(out, { recursive: true, force: true });
+    throw new Error(`${misplaced.join(", ")} use __dirname or __filename, which a bundle changes: list their packages in externalPackages (cli/bin/load-main.mjs)`);
+  }
   const packageFiles = new Set(sources.flatMap((path) => packageJsonOf(path) ?? []));
   const optional = ["node_modules/.package-lock.json"].filter((path) => existsSync(join(root, path)));
   let inputs;
@@ -180,6 +185,20 @@ const packagesPlugin = {
     });
   },
 };
+
+/**
+ * Whether a package file uses __dirname or __filename (to find files next to itself, as a rule):
+ * in the bundle they would name the bundle's directory, or nothing. A use guarded by `typeof`, or
+ * in a comment line, is fine.
+ */
+function readsOwnLocation(text) {
+  if (!text.includes("__dirname") && !text.includes("__filename")) return false;
+  return text.split("\n").some((line) => {
+    const code = line.trim();
+    if (code.startsWith("//") || code.startsWith("*") || code.startsWith("/*")) return false;
+    return /\b__(dirname|filename)\b/.test(code) && !/typeof\s+__(dirname|filename)\b/.test(code);
+  });
+}
 
 /**
  * The package.json of a bundled file's package (node_modules/<package>/, the innermost), else the

@@ -101,6 +101,18 @@ describe("the capstan command's bundle", () => {
     expect(failed?.stderr).not.toMatch(/running from the sources/);
   }, 60_000);
 
+  it("is not made when a package it would hold uses __dirname (its files would be looked for next to the bundle): the sources run, and the line names the file", async () => {
+    mkdirSync(join(project, "node_modules/where"));
+    writeSource("node_modules/where/package.json", JSON.stringify({ name: "where", version: "1.0.0", main: "index.js" }));
+    writeSource("node_modules/where/index.js", `// __dirname in a comment is fine\nmodule.exports = () => require("node:path").basename(__dirname);\n`);
+    writeSource("cli/greet.ts", `import where from "where";\nexport const greet = (word: string, who: string): string => \`\${word} \${who} \${where()}\`;\n`);
+    writeMain("at");
+    const { stdout, stderr } = await capstan();
+    expect(stdout).toBe("at hello where\n"); // the package found its own directory: it ran from node_modules
+    expect(stderr).toMatch(/^capstan: running from the sources \(no bundle: node_modules\/where\/index\.js use __dirname or __filename.*externalPackages/);
+    writeSource("cli/greet.ts", `import shout from "shout";\nexport const greet = (word: string, who: string): string => \`\${word} \${shout(who)}\`;\n`);
+  }, 60_000);
+
   it("runs the sources through tsx with CAPSTAN_CLI_BUNDLE=0 or when the cache cannot be written", async () => {
     writeMain("tsx");
     const before = current().dir;
@@ -121,6 +133,8 @@ describe("this repository's capstan command", () => {
     writeFileSync(hook, `process.on("exit", () => process.stderr.write("LOADED " + JSON.stringify(Object.keys(require("module")._cache)) + "\\n"));\n`);
     const { stdout, stderr } = await run(process.execPath, ["-r", hook, join(repo, "cli/bin/capstan.mjs"), "build", "-h"], { timeout: 60_000 });
     expect(stdout).toMatch(/^usage: capstan build/);
+    // From the bundle: a bundled package that reads __dirname (a new dependency, say) makes it fail.
+    expect(stderr).not.toMatch(/running from the sources/);
     const loaded = JSON.parse(/^LOADED (.*)$/m.exec(stderr)![1]!) as string[];
     expect(loaded).toContain(hook); // the listing works
     expect(loaded.filter((f) => /node_modules\/(@grpc|ssh2|protobufjs)\//.test(f))).toEqual([]);
