@@ -386,13 +386,13 @@ interface Latencies {
   reconciles: number;
 }
 
-/** `total` operations, `concurrency` at a time: every 4th creates a group, the rest read one. */
 /** The process serving a load: its CPU is measured, and its reconciles counted (none for a floor). */
 interface ServerUnderLoad {
   pid: number;
   reconciles(): Promise<number>;
 }
 
+/** `total` operations, `concurrency` at a time: every 4th creates a group, the rest read one. */
 async function mixedLoad(
   total: number,
   create: (i: number) => Promise<boolean>,

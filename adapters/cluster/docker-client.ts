@@ -16,11 +16,11 @@ export type DockerAddress =
 /** The variables docker-modem reads for its defaults. */
 const modemVariables = ["DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "DOCKER_PATH_PREFIX", "DOCKER_CLIENT_TIMEOUT"] as const;
 
-export function dockerClient(address: DockerAddress, extra: { timeout?: number } = {}): Docker {
+export function dockerClient(address: DockerAddress): Docker {
   const saved = modemVariables.map((name) => [name, process.env[name]] as const);
   for (const [name] of saved) delete process.env[name];
   try {
-    return new Docker({ protocol: "http", ...address, ...extra } as Docker.DockerOptions);
+    return new Docker({ protocol: "http", ...address } as Docker.DockerOptions);
   } finally {
     for (const [name, value] of saved) if (value !== undefined) process.env[name] = value;
   }

@@ -130,17 +130,28 @@ export class PutBatcher {
 
   /** Takes the longest prefix of the queue that fits one transaction (at least one put). */
   private nextBatch(): PendingPut[] {
-    const keys = new Set<string>();
-    let bytes = 0;
-    let n = 0;
-    for (const p of this.queue) {
-      if (n === this.maxOps || keys.has(p.key) || (n > 0 && bytes + p.bytes > this.maxBytes)) break;
-      keys.add(p.key);
-      bytes += p.bytes;
-      n++;
-    }
+    const n = batchLength(this.queue, this.maxOps, this.maxBytes, (p) => p);
     const batch = this.queue.slice(0, n);
     this.queue = this.queue.slice(n);
     return batch;
   }
+}
+
+/**
+ * How many of `puts`, from the first, go in one transaction (at least one): at most `maxOps`, at
+ * most `maxBytes` of keys and values unless it is a single put, and no key twice (the invariants
+ * above). Also used by the event recorder (controllers/shared/events.ts), which batches its own.
+ */
+export function batchLength<T>(puts: readonly T[], maxOps: number, maxBytes: number, put: (item: T) => { key: string; bytes: number }): number {
+  const keys = new Set<string>();
+  let bytes = 0;
+  let n = 0;
+  for (const item of puts) {
+    const p = put(item);
+    if (n === maxOps || keys.has(p.key) || (n > 0 && bytes + p.bytes > maxBytes)) break;
+    keys.add(p.key);
+    bytes += p.bytes;
+    n++;
+  }
+  return n;
 }

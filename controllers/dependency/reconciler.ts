@@ -170,16 +170,10 @@ export class DependencyReconciler {
   /** D6: compare-and-swap, only when changed. Returns the entry now stored. */
   async writeStatus(name: string, memory: Memory, prev: StatusEntry | undefined, next: DependencyStatus): Promise<StatusEntry> {
     const { store, layout, specs, events } = this.options;
-    const settled = this.statusWrites.begin(name);
-    let revision: number | undefined;
-    try {
-      const { record, written } = await writeStatusIfChanged(store, layout.statusOf(name), prev, next);
-      if (written) memory.statusRevision = revision = record.modRevision;
-      if (written) events?.statusWritten(name, specs.get(layout.dependency(name))?.spec, prev?.status, next);
-      return record;
-    } finally {
-      settled(revision);
-    }
+    const own = { writes: this.statusWrites, recorded: (revision: number) => (memory.statusRevision = revision) };
+    const { record, written } = await writeStatusIfChanged(store, layout.statusOf(name), prev, next, own);
+    if (written) events?.statusWritten(name, specs.get(layout.dependency(name))?.spec, prev?.status, next);
+    return record;
   }
 
   /** Delete spec and status in one transaction, each only if unchanged since read. */

@@ -209,16 +209,10 @@ export class PodGroupReconciler {
 
   /** R8: compare-and-swap, only when changed. Returns the entry now stored. */
   async writeStatus(name: string, mem: GroupMemory, previous: StatusEntry | undefined, next: PodGroupStatus): Promise<StatusEntry> {
-    const settled = this.statusWrites.begin(name);
-    let revision: number | undefined;
-    try {
-      const { record, written } = await writeStatusIfChanged(this.options.store, this.options.layout.statusOf(name), previous, next);
-      if (written) mem.statusRevision = revision = record.modRevision;
-      if (written) this.options.events?.statusWritten(name, this.options.specs.get(this.options.layout.podGroup(name))?.spec, previous?.status, next);
-      return record;
-    } finally {
-      settled(revision);
-    }
+    const own = { writes: this.statusWrites, recorded: (revision: number) => (mem.statusRevision = revision) };
+    const { record, written } = await writeStatusIfChanged(this.options.store, this.options.layout.statusOf(name), previous, next, own);
+    if (written) this.options.events?.statusWritten(name, this.options.specs.get(this.options.layout.podGroup(name))?.spec, previous?.status, next);
+    return record;
   }
 
   async deleteTasks(tasks: TaskEntry[]): Promise<void> {

@@ -25,6 +25,7 @@ import PQueue from "p-queue";
 import { randomBytes } from "node:crypto";
 import { Registry } from "prom-client";
 import { NotLeaderError } from "../../adapters/store/fenced.ts";
+import { batchLength } from "../../adapters/store/put-batcher.ts";
 import type { Store } from "../../adapters/store/store.ts";
 import { eventsKeyPrefix, type EventInput, type EventRecord } from "../../api/resources/event.ts";
 import { realClock, type Clock, type TimerHandle } from "../../runtime/clock.ts";
@@ -344,14 +345,7 @@ export class EventRecorder implements EventSink {
 
   /** The longest prefix of `pending` within maxBatch records and maxBatchBytes (at least one record), taken off it. */
   private nextBatch(): { agg: Aggregate; value: string }[] {
-    let bytes = 0;
-    let n = 0;
-    for (const p of this.pending) {
-      const size = p.agg.key.length + p.value.length;
-      if (n === this.maxBatch || (n > 0 && bytes + size > this.maxBatchBytes)) break;
-      bytes += size;
-      n++;
-    }
+    const n = batchLength(this.pending, this.maxBatch, this.maxBatchBytes, (p) => ({ key: p.agg.key, bytes: p.agg.key.length + p.value.length }));
     const batch = this.pending.slice(0, n);
     this.pending = this.pending.slice(n);
     return batch;

@@ -99,16 +99,28 @@ export async function readOwnStatus<E>(o: {
 /**
  * Write `next` at `key` with compare-and-swap on `prev`'s modRevision (0: create), only when it
  * says something `prev` does not (sameStatus). A StatusConflictError when someone wrote between.
- * Returns the record now stored and whether this call wrote it.
+ * Returns the record now stored and whether this call wrote it. The write is one of `own.writes`
+ * while in flight (status-writes-in-flight.ts); `own.recorded` is told the revision written before
+ * the events held meanwhile are judged, so later ones compare with it.
  */
 export async function writeStatusIfChanged<S extends { updatedAt: string }>(
   store: Store,
   key: string,
   prev: StatusRecord<S> | undefined,
   next: S,
+  own: { writes: StatusWritesInFlight; recorded(revision: number): void },
 ): Promise<{ record: StatusRecord<S>; written: boolean }> {
   if (prev && sameStatus(prev.status, next)) return { record: prev, written: false };
-  const res = await store.put(key, JSON.stringify(next), { expect: [{ key, target: "modRevision", equals: prev?.modRevision ?? 0 }] });
-  if (!res.succeeded) throw new StatusConflictError(`status ${key} changed since it was read; retrying`);
-  return { record: { name: key.slice(key.lastIndexOf("/") + 1), status: next, modRevision: res.revision }, written: true };
+  const name = key.slice(key.lastIndexOf("/") + 1);
+  const settled = own.writes.begin(name);
+  let revision: number | undefined;
+  try {
+    const res = await store.put(key, JSON.stringify(next), { expect: [{ key, target: "modRevision", equals: prev?.modRevision ?? 0 }] });
+    if (!res.succeeded) throw new StatusConflictError(`status ${key} changed since it was read; retrying`);
+    revision = res.revision;
+    own.recorded(revision);
+    return { record: { name, status: next, modRevision: revision }, written: true };
+  } finally {
+    settled(revision);
+  }
 }
