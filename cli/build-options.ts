@@ -1,14 +1,11 @@
 // What `capstan build`, `test` and `release` share (docs/build.md): the definition file, the
 // source directory, the engine, and how their failures end the command.
 import { readFile } from "node:fs/promises";
-import { homedir } from "node:os";
 import { dirname, resolve } from "node:path";
 import { parseAppDefinition, type AppDefinition } from "../api/appdef/index.ts";
 import { BuildError, connectEngine } from "../adapters/build/docker.ts";
 import type { PipelineContext } from "../adapters/build/pipeline.ts";
-import { RegistryError } from "../adapters/build/registry-tags.ts";
-import { configPath, credentials, readClientConfig } from "./client-config.ts";
-import { clusterClients } from "./cluster-options.ts";
+import { RegistryError } from "../adapters/build/registry-error.ts";
 import { CommandFailure, reportFailure } from "./failure.ts";
 import type { OptionDef, OptionValues } from "./options.ts";
 
@@ -76,16 +73,3 @@ export const registryOptionDef: OptionDef = {
   help: "the platform registry HOST:PORT (images are <registry>/<app>:<tag>)",
   default: "127.0.0.1:5000",
 };
-
-/**
- * The registry credentials of a cluster's user (docs/registry.md, "Credentials"): the console
- * access token as the password and its user (whoami) as the user name.
- */
-export async function registryCredentials(cluster: string, options: OptionValues): Promise<{ user: string; token: string }> {
-  const path = configPath(homedir());
-  let loaded: ReturnType<typeof readClientConfig> | undefined;
-  const { token } = credentials(options, cluster, () => (loaded ??= readClientConfig(path)), path);
-  if (token === undefined) throw new CommandFailure(`no access token for cluster ${cluster}: capstan login ${cluster}, or -token`);
-  const { user } = await clusterClients(cluster, options).console.whoami();
-  return { user, token };
-}

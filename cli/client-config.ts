@@ -35,8 +35,7 @@ import { homedir } from "node:os";
 import { X509Certificate } from "node:crypto";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { Document, isMap, LineCounter, parseDocument } from "yaml";
-import { OrchestratorClient } from "./client.ts";
-import type { CaBundle } from "./http-client.ts";
+import type { CaBundle } from "./http-errors.ts";
 import { UsageError, type OptionDef, type OptionValues } from "./options.ts";
 
 export const defaultServer = "http://127.0.0.1:9000";
@@ -301,10 +300,4 @@ export function targetFromOptions(options: OptionValues, home = homedir()): Clie
     if (cluster === undefined && needsConfig) cluster = clusterWithUrl(config(), "orchestrator", server);
   }
   return { server, ...credentials(options, cluster, config, path), ...(cluster !== undefined ? { cluster } : {}) };
-}
-
-/** The client for parsed client options (-server, -context, -token, -ca, -request-timeout). */
-export function clientFromOptions(options: OptionValues, home = homedir()): OrchestratorClient {
-  const { server, token, ca } = targetFromOptions(options, home);
-  return new OrchestratorClient({ server, token, ca, requestTimeoutMs: options["request-timeout"] as number });
 }

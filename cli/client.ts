@@ -1,14 +1,15 @@
 // A small typed client of the orchestrator API (docs/orchestrator.md), for the client commands.
-// Requests, timeouts and typed failures are cli/http-client.ts's (ApiError, ServerUnreachableError
-// are re-exported here for the commands that import them from this file).
+// Requests and timeouts are cli/http-client.ts's, typed failures cli/http-errors.ts's.
 import type { DriftAccepted } from "../api/orchestrator/node-schemas.ts";
 import type { NodeRecord } from "../api/resources/node.ts";
 import type { DependencyWithStatus } from "../api/resources/dependency.ts";
 import type { PodGroupSpec, PodGroupWithSpec, PodSpec, RestartPolicy } from "../api/resources/podgroup.ts";
 import { LineSplitter } from "../adapters/cluster/ndjson.ts";
-import { ApiError, HttpClient, query, type CaBundle } from "./http-client.ts";
-
-export { ApiError, ServerUnreachableError } from "./http-client.ts";
+import { homedir } from "node:os";
+import { targetFromOptions } from "./client-config.ts";
+import { HttpClient, query } from "./http-client.ts";
+import { ApiError, type CaBundle } from "./http-errors.ts";
+import type { OptionValues } from "./options.ts";
 
 /** The body of a 202 Accepted answer. */
 export interface Accepted {
@@ -158,4 +159,10 @@ export class OrchestratorClient {
     if (answer === undefined) throw new ApiError(200, "BadAnswer", `${method} ${path} answered without JSON`);
     return answer;
   }
+}
+
+/** The client for parsed client options (-server, -context, -token, -ca, -request-timeout). */
+export function clientFromOptions(options: OptionValues, home = homedir()): OrchestratorClient {
+  const { server, token, ca } = targetFromOptions(options, home);
+  return new OrchestratorClient({ server, token, ca, requestTimeoutMs: options["request-timeout"] as number });
 }

@@ -1,7 +1,8 @@
 // A typed client of the console's API (docs/console.md, "Endpoints"): the admin helpers (register an app, list apps,
 // create and list tokens), whoami (who the caller's token names), and the role check that tells a
 // maintainer whether an app is registered and whether they may deploy it.
-import { ApiError, HttpClient, type HttpClientOptions } from "./http-client.ts";
+import { HttpClient, type HttpClientOptions } from "./http-client.ts";
+import { ApiError } from "./http-errors.ts";
 
 export interface AppRecord {
   appname: string;

@@ -1,7 +1,7 @@
 // How client commands end on an expected failure: one line (or a few) on stderr that says what the
 // server or the input said, and exit code 1. Anything else is a bug and is rethrown with its stack.
 import { AppDefinitionError } from "../api/appdef/index.ts";
-import { ApiError, ServerCertificateError, ServerUnreachableError } from "./http-client.ts";
+import { ApiError, ServerCertificateError, ServerUnreachableError } from "./http-errors.ts";
 import { ClientConfigError } from "./client-config.ts";
 
 /** A failure the command detected itself (e.g. apply of a group that is being deleted). */

@@ -1,9 +1,10 @@
 // The image `capstan deploy` runs when it is given no -image (docs/build.md, "Deploy"): the newest
 // release of the app in the platform registry (its release- tags ordered by their UTC time), or
 // the release named with -release (a roll back), which must exist.
-import { listTags, RegistryError } from "../adapters/build/registry-tags.ts";
+import { RegistryError } from "../adapters/build/registry-error.ts";
+import { listTags } from "../adapters/build/registry-tags.ts";
 import { isReleaseTag, releasesNewestFirst } from "../adapters/build/plan.ts";
-import { registryCredentials } from "./build-options.ts";
+import { registryCredentials } from "./registry-credentials.ts";
 import { CommandFailure } from "./failure.ts";
 import { UsageError, type OptionValues } from "./options.ts";
 

@@ -1,6 +1,7 @@
 // A typed client of the secrets service (docs/secrets.md, "Endpoints"): /v2/secrets records and
 // the /v2/sys seal life cycle.
-import { ApiError, HttpClient, query, type HttpClientOptions } from "./http-client.ts";
+import { HttpClient, query, type HttpClientOptions } from "./http-client.ts";
+import { ApiError } from "./http-errors.ts";
 
 export interface SecretRecord {
   path: string;

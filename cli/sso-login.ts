@@ -17,7 +17,8 @@ import { createHash, randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { CommandFailure } from "./failure.ts";
-import { ApiError, HttpClient, type CaBundle } from "./http-client.ts";
+import { HttpClient } from "./http-client.ts";
+import { ApiError, type CaBundle } from "./http-errors.ts";
 import { formatDuration } from "../runtime/duration.ts";
 
 export interface SsoLoginOptions {

@@ -10,7 +10,8 @@
 // Failed means no amount of waiting will help: the controller marked the group failed, or a pod at
 // the current version failed, or one exited and its restart policy will not start it again.
 import { isCurrentInstance, type PodGroupWithSpec, type PodSpec, type PodStatus, type RestartPolicy } from "../api/resources/podgroup.ts";
-import { ApiError, type OrchestratorClient } from "./client.ts";
+import type { OrchestratorClient } from "./client.ts";
+import { ApiError } from "./http-errors.ts";
 import { formatDuration } from "../runtime/duration.ts";
 import { samePodSpec } from "./spec-match.ts";
 

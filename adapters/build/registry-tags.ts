@@ -9,10 +9,7 @@
 import { fetch } from "undici";
 import { credentialsMayGoTo } from "../console/registry-token-client.ts";
 import { isLoopbackHost } from "../../runtime/loopback.ts";
-
-export class RegistryError extends Error {
-  override readonly name = "RegistryError";
-}
+import { RegistryError } from "./registry-error.ts";
 
 /** http://HOST:PORT for a loopback registry (as docker treats 127.0.0.0/8), https:// otherwise. */
 export function registryBaseUrl(registry: string): string {

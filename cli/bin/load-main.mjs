@@ -1,32 +1,39 @@
 // How the `capstan` command loads its TypeScript sources. tsx compiles each of some 340 modules on
-// every start: about 0.4 s on a quiet machine, over a second on a busy one. A bundle of the same
-// sources, made by esbuild (the compiler tsx itself uses) with one chunk per command, starts in
-// about 0.1 s. The bundle is only a cache, under node_modules/.cache/capstan-cli: made on the
-// first start, made again when any source file in it (or tsconfig.json, package.json, this file,
-// esbuild, a bundled package's package.json, node_modules/.package-lock.json) changed, so editing a
-// source needs no build step (docs/cli.md).
+// every start: about 0.4 s on a quiet machine, over a second on a busy one. Instead each command
+// runs from a bundle of its own sources, made by esbuild (the compiler tsx itself uses): cli/main.ts
+// with that command's module and what it imports, not the other commands'. A bundle is a CommonJS
+// file run as Node runs one, but with V8's cache of its compiled code (runBundle), so a start
+// neither reads nor compiles code its command does not run: `capstan build -h` starts in about
+// 0.09 s, where `node -e ""` takes 0.07 s (docs/cli.md). Bundles are only a cache, under
+// node_modules/.cache/capstan-cli: made on a command's first start, made again when any source file
+// in it (or tsconfig.json, package.json, this file, esbuild, a bundled package's package.json,
+// node_modules/.package-lock.json) changed, so editing a source needs no build step.
 //
 // The packages the sources import are bundled too, but for those in `externalPackages`: Node
 // resolving and compiling some 400 files of undici, dockerode, yaml and zod one by one was most of
-// a command's start (`capstan build -h`: about 0.55 s -> 0.3 s on a loaded machine). Two modules
-// dockerode always loads and Capstan never uses are replaced by stubs that throw if called, which
-// keeps gRPC and ssh2 out of every command's start: dockerode's BuildKit session (Capstan builds
-// with containers and commits, never with the engine's builder) and docker-modem's ssh transport
-// (an ssh:// endpoint is refused before any connection, adapters/cluster/spec.ts, and no client
-// takes its engine from DOCKER_HOST: adapters/cluster/docker-client.ts).
+// a command's start. Two modules dockerode always loads and Capstan never uses are replaced by
+// stubs that throw if called, which keeps gRPC and ssh2 out of every command's start: dockerode's
+// BuildKit session (Capstan builds with containers and commits, never with the engine's builder)
+// and docker-modem's ssh transport (an ssh:// endpoint is refused before any connection,
+// adapters/cluster/spec.ts, and no client takes its engine from DOCKER_HOST:
+// adapters/cluster/docker-client.ts).
 // CAPSTAN_CLI_BUNDLE=0 runs the sources through tsx instead; so does a bundle that cannot be made
 // (a read-only node_modules, say), with one line on standard error saying why.
 import { createHash, randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
+import { Module, createRequire, isBuiltin } from "node:module";
 import { join } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
+import { Script, constants as vmConstants } from "node:vm";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 // One directory per checkout: two checkouts sharing a node_modules (a symbolic link) keep
 // separate bundles rather than replacing each other's on every start.
 const cacheDir = join(root, "node_modules", ".cache", "capstan-cli", createHash("sha256").update(root).digest("hex").slice(0, 12));
-const currentFile = join(cacheDir, "current.json");
+/** A bundle directory's code; its V8 code caches are `${bundleFile}.v8cache-N`. */
+const bundleFile = "main.cjs";
+/** How many first runs of a bundle write its code cache, each adding what it compiled. */
+const codeCacheRuns = 3;
 /** Files that shape the bundle besides the sources esbuild reports reading (this file: how it is made). */
 const alwaysInputs = ["tsconfig.json", "package.json", "cli/bin/load-main.mjs"];
 /**
@@ -66,21 +73,22 @@ const keepOldMs = 24 * 60 * 60 * 1000;
  */
 const requireFromTsx = createRequire(createRequire(import.meta.url).resolve("tsx/package.json"));
 
-/** The CLI's main(argv) from the bundle when possible, from the sources through tsx otherwise. */
-export async function loadMain() {
+/** The CLI's main(argv) from the bundle of argv's command when possible, from the sources through tsx otherwise. */
+export async function loadMain(argv = []) {
   if (process.env.CAPSTAN_CLI_BUNDLE !== "0") {
-    let main;
+    const command = commandOf(argv);
+    let dir;
     try {
-      main = join(freshBundle() ?? (await makeBundle()), "main.js");
+      dir = freshBundle(command) ?? (await makeBundle(command));
     } catch (error) {
       process.stderr.write(`capstan: running from the sources (no bundle: ${error?.message ?? error})\n`);
     }
-    if (main !== undefined) {
+    if (dir !== undefined) {
       // The checkout the bundle was made from: its modules' own URLs are under node_modules, which
       // may be another checkout's (a symbolic link); runtime/package-root.ts reads this first.
       globalThis[Symbol.for("capstan.packageRoot")] = root;
       // Errors from here on are the code's own, not the bundle's: no second run through tsx.
-      return (await import(pathToFileURL(main).href)).main;
+      return runBundle(dir).main;
     }
   }
   const { register } = await import("tsx/esm/api");
@@ -88,18 +96,30 @@ export async function loadMain() {
   return (await import("../main.ts")).main;
 }
 
-/** The current bundle's directory if every file it was made from is unchanged. */
-function freshBundle() {
+/**
+ * The command a start runs, whose bundle it loads: cli/main.ts imports command NAME as
+ * ./commands/NAME.ts. None (usage, --version, an unknown word): a bundle of main.ts alone.
+ */
+function commandOf(argv) {
+  const name = argv[0];
+  return typeof name === "string" && /^[a-z][a-z0-9-]*$/.test(name) && existsSync(join(root, "cli", "commands", `${name}.ts`)) ? name : undefined;
+}
+
+/** Where the record of a command's current bundle is. */
+const recordOf = (command) => join(cacheDir, command === undefined ? "current.json" : `current-${command}.json`);
+
+/** The command's current bundle directory if every file it was made from is unchanged. */
+function freshBundle(command) {
   let current;
   try {
-    current = JSON.parse(readFileSync(currentFile, "utf8"));
+    current = JSON.parse(readFileSync(recordOf(command), "utf8"));
   } catch {
     return undefined;
   }
   if (typeof current?.dir !== "string" || !Array.isArray(current.inputs) || current.esbuild !== esbuildVersion()) return undefined;
   // A record made by an older load-main.mjs may lack one of them (then this file changed since).
   if (!alwaysInputs.every((path) => current.inputs.some((input) => input?.[0] === path))) return undefined;
-  if (!existsSync(join(cacheDir, current.dir, "main.js"))) return undefined;
+  if (!existsSync(join(cacheDir, current.dir, bundleFile))) return undefined;
   for (const input of current.inputs) {
     try {
       const [path, size, mtimeMs] = input;
@@ -112,31 +132,40 @@ function freshBundle() {
   return join(cacheDir, current.dir);
 }
 
-async function makeBundle() {
+async function makeBundle(command) {
   const esbuild = requireFromTsx("esbuild");
   const startedMs = Date.now();
-  const dir = `${startedMs.toString(36)}-${randomUUID().slice(0, 8)}`;
+  const dir = `${command ?? "main"}-${startedMs.toString(36)}-${randomUUID().slice(0, 8)}`;
   const out = join(cacheDir, dir);
   mkdirSync(cacheDir, { recursive: true });
   const result = await esbuild.build({
     absWorkingDir: root,
     entryPoints: ["cli/main.ts"],
     bundle: true,
-    splitting: true,
-    format: "esm",
+    // CommonJS, one file: a vm.Script, whose compiled code V8 can cache (runBundle); Node 20 has
+    // no such cache for ES modules.
+    format: "cjs",
     platform: "node",
     target: "node20",
-    outdir: out,
+    outfile: join(out, bundleFile),
     metafile: true,
     logLevel: "silent",
-    plugins: [packagesPlugin],
-    // Bundled CommonJS packages call require() for Node's own modules: an ES module has none.
-    banner: { js: 'import { createRequire as __capstanCreateRequire } from "node:module"; const require = __capstanCreateRequire(import.meta.url);' },
+    plugins: [commandPlugin(command), packagesPlugin],
+    define: { "import.meta.url": "__capstanImportMetaUrl" },
+    // Strict, as the ES modules it is made of are.
+    banner: { js: '"use strict";\nvar __capstanImportMetaUrl = require("node:url").pathToFileURL(__filename).href;' },
   });
+  // Any other use of import.meta would be an empty object in CommonJS: refuse, rather than run wrong.
+  const emptied = result.warnings.filter((w) => w.id === "empty-import-meta");
+  if (emptied.length > 0) {
+    rmSync(out, { recursive: true, force: true });
+    const at = emptied.map((w) => `${w.location?.file}:${w.location?.line}`).join(", ");
+    throw new Error(`${at} use import.meta beyond import.meta.url, which a CommonJS bundle has not: use import.meta.url`);
+  }
   // A bundled package counts by its package.json (its version), not by each of its files; and
   // npm rewrites node_modules/.package-lock.json on every install. (A file edited by hand inside
   // node_modules is not noticed: docs/cli.md.)
-  const sources = Object.keys(result.metafile.inputs).filter((path) => !path.startsWith("capstan-stub:"));
+  const sources = Object.keys(result.metafile.inputs).filter((path) => !/^capstan-[a-z-]+:/.test(path));
   const misplaced = sources.filter((path) => path.includes("node_modules/") && readsOwnLocation(readFileSync(join(root, path), "utf8")));
   if (misplaced.length > 0) {
     rmSync(out, { recursive: true, force: true });
@@ -146,7 +175,7 @@ async function makeBundle() {
   const optional = ["node_modules/.package-lock.json"].filter((path) => existsSync(join(root, path)));
   let inputs;
   try {
-    inputs = [...alwaysInputs, ...optional, ...sources.filter((path) => !path.includes("node_modules/")), ...packageFiles].map((path) => {
+    inputs = [...new Set([...alwaysInputs, ...optional, ...sources.filter((path) => !path.includes("node_modules/")), ...packageFiles])].map((path) => {
       const s = statSync(join(root, path));
       return [path, s.size, s.mtimeMs];
     });
@@ -158,12 +187,83 @@ async function makeBundle() {
   // once, but do not record it, so the next start makes a new one. (The margin covers file times
   // taken from a coarser clock than Date.now().)
   if (inputs.every(([, , mtimeMs]) => mtimeMs < startedMs - 50)) {
-    const tmp = `${currentFile}.${randomUUID()}.tmp`;
+    const record = recordOf(command);
+    const tmp = `${record}.${randomUUID()}.tmp`;
     writeFileSync(tmp, JSON.stringify({ dir, esbuild: esbuildVersion(), inputs }));
-    renameSync(tmp, currentFile);
+    renameSync(tmp, record);
   }
   removeOldBundles(dir);
   return out;
+}
+
+/**
+ * Runs a bundle as Node runs a CommonJS module, with V8's cache of its compiled code: without it,
+ * V8 parses and compiles every function a command runs on every start. The cache is written when
+ * the process exits, holding what that run compiled; the first few runs each add theirs
+ * (`capstan build -h`, then a real build), up to codeCacheRuns. A cache V8 rejects (another Node,
+ * other V8 flags) is written again.
+ */
+function runBundle(dir) {
+  const file = join(dir, bundleFile);
+  const source = readFileSync(file, "utf8");
+  let runs = 0;
+  while (runs < codeCacheRuns && existsSync(`${file}.v8cache-${runs + 1}`)) runs++;
+  let cachedData;
+  if (runs > 0) {
+    try {
+      cachedData = readFileSync(`${file}.v8cache-${runs}`);
+    } catch {
+      // Removed with an old bundle meanwhile: compile without.
+    }
+  }
+  const script = new Script(Module.wrap(source), {
+    filename: file,
+    cachedData,
+    // esbuild turns import() of a bundled module or of one of Node's into a require(); any other
+    // (a package's import() of a computed name) loads as in a module, with Node's warning.
+    importModuleDynamically: vmConstants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+  });
+  const rejected = cachedData !== undefined && script.cachedDataRejected === true;
+  if (rejected || runs < codeCacheRuns) {
+    const next = rejected ? runs : runs + 1;
+    process.once("exit", () => {
+      try {
+        const tmp = `${file}.${randomUUID()}.tmp`;
+        writeFileSync(tmp, script.createCachedData());
+        renameSync(tmp, `${file}.v8cache-${next}`);
+      } catch {
+        // A read-only cache, or the bundle removed meanwhile: the next start compiles again.
+      }
+    });
+  }
+  const module = { exports: {} };
+  script.runInThisContext()(module.exports, createRequire(file), module, file, dir);
+  return module.exports;
+}
+
+/**
+ * esbuild plugin: in a command's bundle, main.ts's imports of the other commands are left out
+ * (each process runs one command, so its start reads and compiles only that command's code);
+ * import() of one of Node's modules becomes a require().
+ */
+function commandPlugin(command) {
+  const mainFile = join(root, "cli", "main.ts");
+  return {
+    name: "capstan-command",
+    setup(build) {
+      build.onResolve({ filter: /^\.\/commands\/[^/]+\.ts$/ }, (args) =>
+        args.importer === mainFile && args.path !== `./commands/${command}.ts` ? { path: args.path, namespace: "capstan-other-command" } : undefined,
+      );
+      build.onLoad({ filter: /.*/, namespace: "capstan-other-command" }, (args) => ({
+        contents: `throw new Error(${JSON.stringify(`capstan: ${args.path} is not in the bundle of ${command === undefined ? "no command" : `capstan ${command}`} (cli/bin/load-main.mjs)`)});\n`,
+        loader: "js",
+      }));
+      build.onResolve({ filter: /^[a-z_:/]+$/ }, (args) =>
+        args.kind === "dynamic-import" && isBuiltin(args.path) ? { path: args.path, namespace: "capstan-builtin" } : undefined,
+      );
+      build.onLoad({ filter: /.*/, namespace: "capstan-builtin" }, (args) => ({ contents: `module.exports = require(${JSON.stringify(args.path)});\n`, loader: "js" }));
+    },
+  };
 }
 
 /** esbuild plugin: bare imports bundled unless in externalPackages; the stubs above. */
@@ -222,16 +322,19 @@ function esbuildVersion() {
   return requireFromTsx("esbuild/package.json").version;
 }
 
-/** Bundles made over a day ago, except the one just made and the current one. */
+/** Bundles made over a day ago, except the one just made and the current ones (one per command). */
 function removeOldBundles(keep) {
-  let current;
-  try {
-    current = JSON.parse(readFileSync(currentFile, "utf8")).dir;
-  } catch {
-    // none recorded
+  const current = new Set();
+  for (const entry of readdirSync(cacheDir)) {
+    if (!/^current(-[a-z0-9-]+)?\.json$/.test(entry)) continue;
+    try {
+      current.add(JSON.parse(readFileSync(join(cacheDir, entry), "utf8")).dir);
+    } catch {
+      // Being replaced: its new bundle is younger than a day.
+    }
   }
   for (const entry of readdirSync(cacheDir, { withFileTypes: true })) {
-    if (!entry.isDirectory() || entry.name === keep || entry.name === current) continue;
+    if (!entry.isDirectory() || entry.name === keep || current.has(entry.name)) continue;
     const path = join(cacheDir, entry.name);
     try {
       if (Date.now() - statSync(path).mtimeMs > keepOldMs) rmSync(path, { recursive: true, force: true });

@@ -5,8 +5,10 @@
 // rolls the instances one at a time) only when it differs, and the count and restart policy
 // (cmd=replica) only when they differ.
 import type { PodGroupSpec } from "../../api/resources/podgroup.ts";
-import { ApiError, type OrchestratorClient } from "../client.ts";
-import { clientFromOptions, clientOptionDefs, waitOptionDefs } from "../client-config.ts";
+import type { OrchestratorClient } from "../client.ts";
+import { ApiError } from "../http-errors.ts";
+import { clientOptionDefs, waitOptionDefs } from "../client-config.ts";
+import { clientFromOptions } from "../client.ts";
 import { CommandFailure, reportFailure } from "../failure.ts";
 import { ManifestError, readManifest } from "../manifest.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";

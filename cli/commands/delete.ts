@@ -1,5 +1,6 @@
 // `capstan delete podgroup NAME [-wait]`: remove a PodGroup and every instance of it.
-import { clientFromOptions, clientOptionDefs, waitOptionDefs } from "../client-config.ts";
+import { clientOptionDefs, waitOptionDefs } from "../client-config.ts";
+import { clientFromOptions } from "../client.ts";
 import { reportFailure } from "../failure.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
 import { waitFor } from "../wait.ts";

@@ -2,8 +2,10 @@
 // off a node (PATCH /api/nodes?cmd=drift). With -wait, follows the groups until nothing the drift
 // covers is on A any more and no instance is still drifting.
 import { firstInstanceNo, instanceNumbersFrom, isCurrentInstance, isStateful, type PodGroupWithSpec } from "../../api/resources/podgroup.ts";
-import { ApiError, type OrchestratorClient } from "../client.ts";
-import { clientFromOptions, clientOptionDefs, waitOptionDefs } from "../client-config.ts";
+import type { OrchestratorClient } from "../client.ts";
+import { ApiError } from "../http-errors.ts";
+import { clientOptionDefs, waitOptionDefs } from "../client-config.ts";
+import { clientFromOptions } from "../client.ts";
 import { formatDuration } from "../../runtime/duration.ts";
 import { reportFailure } from "../failure.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";

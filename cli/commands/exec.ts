@@ -11,7 +11,7 @@ import { WebSocket, type RawData } from "ws";
 import { channel, frame, parseServerFrame, resizeFrame, type ExecEnd } from "../../api/orchestrator/exec-frames.ts";
 import { clientOptionDefs, targetFromOptions } from "../client-config.ts";
 import { reportFailure, CommandFailure } from "../failure.ts";
-import { ApiError, certificateError, ServerUnreachableError, type CaBundle } from "../http-client.ts";
+import { ApiError, certificateError, ServerUnreachableError, type CaBundle } from "../http-errors.ts";
 import { instanceTarget } from "../instance-arg.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
 

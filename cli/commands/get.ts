@@ -1,6 +1,7 @@
 // `capstan get podgroup NAME`, `capstan get podgroups`, `capstan get depends [NAME]`: tables, or the
 // server's JSON with -o json.
-import { clientFromOptions, clientOptionDefs } from "../client-config.ts";
+import { clientOptionDefs } from "../client-config.ts";
+import { clientFromOptions } from "../client.ts";
 import { reportFailure } from "../failure.ts";
 import { parseArgs, usage, UsageError, type OptionDef, type OptionValues } from "../options.ts";
 import { outputFormat, outputOptionDef } from "../output-option.ts";

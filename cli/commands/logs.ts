@@ -8,7 +8,8 @@
 import { once } from "node:events";
 import { parseSince, prefixOf } from "../../api/orchestrator/log-lines.ts";
 import type { LogsQuery } from "../client.ts";
-import { clientFromOptions, clientOptionDefs } from "../client-config.ts";
+import { clientOptionDefs } from "../client-config.ts";
+import { clientFromOptions } from "../client.ts";
 import { reportFailure } from "../failure.ts";
 import { instanceTarget } from "../instance-arg.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";

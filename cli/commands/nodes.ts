@@ -1,7 +1,8 @@
 // `capstan nodes [-o json]`: the cluster's nodes as the orchestrator's node monitor records them
 // (GET /api/nodes): a table, or the server's JSON.
 import type { NodeRecord } from "../../api/resources/node.ts";
-import { clientFromOptions, clientOptionDefs } from "../client-config.ts";
+import { clientOptionDefs } from "../client-config.ts";
+import { clientFromOptions } from "../client.ts";
 import { reportFailure } from "../failure.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
 import { jsonAliasDef, outputFormat, outputOptionDef } from "../output-option.ts";

@@ -2,7 +2,8 @@
 // build, its meta image and the build image, pushed to the platform registry with the user's
 // console token (docs/build.md).
 import { interruptSignal, release } from "../../adapters/build/pipeline.ts";
-import { buildOptionDefs, loadBuild, registryCredentials, registryOptionDef, reportBuildFailure } from "../build-options.ts";
+import { buildOptionDefs, loadBuild, registryOptionDef, reportBuildFailure } from "../build-options.ts";
+import { registryCredentials } from "../registry-credentials.ts";
 import { clusterCommandOptionDefs, positionals } from "../cluster-options.ts";
 import { parseArgs, usage, type OptionDef } from "../options.ts";
 

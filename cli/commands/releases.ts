@@ -2,7 +2,8 @@
 // first (docs/build.md).
 import { listTags } from "../../adapters/build/registry-tags.ts";
 import { releasesNewestFirst, releaseTime } from "../../adapters/build/plan.ts";
-import { registryCredentials, registryOptionDef, reportBuildFailure } from "../build-options.ts";
+import { registryOptionDef, reportBuildFailure } from "../build-options.ts";
+import { registryCredentials } from "../registry-credentials.ts";
 import { clusterCommandOptionDefs, positionals } from "../cluster-options.ts";
 import { outputFormat, outputOptionDef } from "../output-option.ts";
 import { parseArgs, usage, type OptionDef } from "../options.ts";

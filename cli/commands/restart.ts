@@ -1,7 +1,8 @@
 // `capstan restart NAME`: a rolling restart of a PodGroup (POST /api/podgroups/restart; docs/cli.md).
 // Every instance gets a fresh container, one at a time, the way a spec update is rolled out; the
 // pod spec and its version do not change.
-import { clientFromOptions, clientOptionDefs } from "../client-config.ts";
+import { clientOptionDefs } from "../client-config.ts";
+import { clientFromOptions } from "../client.ts";
 import { reportFailure } from "../failure.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
 

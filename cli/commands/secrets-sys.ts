@@ -12,7 +12,7 @@ import { homedir } from "node:os";
 import { writeUnsealFile } from "../../api/secrets/unseal-file.ts";
 import { clusterFromConfig, clusterWithUrl, configPath, credentials, defaultUrls, normaliseServer, readClientConfig, type ClientConfig } from "../client-config.ts";
 import { CommandFailure, reportFailure } from "../failure.ts";
-import type { CaBundle } from "../http-client.ts";
+import type { CaBundle } from "../http-errors.ts";
 import { parseArgs, usage, UsageError, type OptionDef, type OptionValues } from "../options.ts";
 import { SecretsClient } from "../secrets-client.ts";
 import { readSecretInput } from "../stdin.ts";

@@ -1,9 +1,10 @@
-// The `capstan` command runs from a cached esbuild bundle of its sources (docs/cli.md): made on
-// the first start, reused while no source changed, made again when one did, and never in the way:
-// CAPSTAN_CLI_BUNDLE=0 or a cache that cannot be written runs the sources through tsx. Checked on
-// a tiny project of its own (cli/bin/load-main.mjs copied, a cli/main.ts that prints a word, a
-// CommonJS package of its own in node_modules), with the real esbuild and tsx; and on this
-// repository's own command, whose start must not load what the stubs replace.
+// The `capstan` command runs from a cached esbuild bundle of its command's sources (docs/cli.md):
+// made on the first start, reused while no source changed, made again when one did, run with V8's
+// cache of its compiled code, and never in the way: CAPSTAN_CLI_BUNDLE=0 or a cache that cannot be
+// written runs the sources through tsx. Checked on tiny projects of their own (cli/bin/load-main.mjs
+// copied, a cli/main.ts that prints a word or runs one of two commands, CommonJS packages of their
+// own in node_modules), with the real esbuild and tsx; and on this repository's own command, whose
+// start must not load what the stubs replace, nor what the command does not use.
 import { execFile } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -14,40 +15,56 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 const run = promisify(execFile);
 const repo = join(import.meta.dirname, "../../..");
 
-describe("the capstan command's bundle", () => {
-  let project: string;
-  const cache = () => {
-    const dir = join(project, "node_modules/.cache/capstan-cli");
-    const [only, ...more] = readdirSync(dir);
-    expect(more).toEqual([]); // one checkout, one directory
-    return join(dir, only!);
-  };
-  const current = () => JSON.parse(readFileSync(join(cache(), "current.json"), "utf8")) as { dir: string; inputs: [string, number, number][] };
-  const capstan = (env: Record<string, string> = {}) =>
-    run(process.execPath, [join(project, "cli/bin/capstan.mjs"), "hello"], { env: { ...process.env, ...env }, timeout: 60_000 });
+/** A project of its own: load-main.mjs and capstan.mjs copied, the real esbuild and tsx. */
+function makeProject(): { project: string; writeSource: (path: string, text: string) => void } {
+  const project = mkdtempSync(join(tmpdir(), "capstan-bundle-"));
   const writeSource = (path: string, text: string) => {
     const file = join(project, path);
+    mkdirSync(dirname(file), { recursive: true });
     writeFileSync(file, text);
     // Older than the next build's start, as a file saved before it would be (one saved during a
     // build is not recorded, so that the next start builds again).
     const past = new Date(Date.now() - 5_000);
     utimesSync(file, past, past);
   };
+  mkdirSync(join(project, "cli/bin"), { recursive: true });
+  mkdirSync(join(project, "node_modules"));
+  for (const name of ["esbuild", "tsx"]) symlinkSync(join(repo, "node_modules", name), join(project, "node_modules", name));
+  cpSync(join(repo, "cli/bin/capstan.mjs"), join(project, "cli/bin/capstan.mjs"));
+  cpSync(join(repo, "cli/bin/load-main.mjs"), join(project, "cli/bin/load-main.mjs"));
+  writeSource("package.json", JSON.stringify({ name: "capstan", type: "module" }));
+  writeSource("tsconfig.json", JSON.stringify({ compilerOptions: { allowImportingTsExtensions: true, noEmit: true } }));
+  return { project, writeSource };
+}
+
+/** The project's one bundle directory (one checkout, one directory). */
+function cacheOf(project: string): string {
+  const dir = join(project, "node_modules/.cache/capstan-cli");
+  const [only, ...more] = readdirSync(dir);
+  expect(more).toEqual([]);
+  return join(dir, only!);
+}
+
+interface BundleRecord {
+  dir: string;
+  inputs: [string, number, number][];
+}
+
+describe("the capstan command's bundle", () => {
+  let project: string;
+  let writeSource: (path: string, text: string) => void;
+  const cache = () => cacheOf(project);
+  // "hello" is no command (there is no cli/commands/hello.ts): the bundle of main.ts alone.
+  const current = () => JSON.parse(readFileSync(join(cache(), "current.json"), "utf8")) as BundleRecord;
+  const capstan = (env: Record<string, string> = {}) =>
+    run(process.execPath, [join(project, "cli/bin/capstan.mjs"), "hello"], { env: { ...process.env, ...env }, timeout: 60_000 });
   const writeMain = (word: string) => {
     writeSource("cli/main.ts", `import { greet } from "./greet.ts";\nexport async function main(argv: string[]): Promise<number> {\n  console.log(greet("${word}", argv[0] ?? ""));\n  return 0;\n}\n`);
   };
 
   beforeAll(() => {
-    project = mkdtempSync(join(tmpdir(), "capstan-bundle-"));
-    mkdirSync(join(project, "cli/bin"), { recursive: true });
-    mkdirSync(join(project, "node_modules"));
-    for (const name of ["esbuild", "tsx"]) symlinkSync(join(repo, "node_modules", name), join(project, "node_modules", name));
-    cpSync(join(repo, "cli/bin/capstan.mjs"), join(project, "cli/bin/capstan.mjs"));
-    cpSync(join(repo, "cli/bin/load-main.mjs"), join(project, "cli/bin/load-main.mjs"));
-    writeSource("package.json", JSON.stringify({ name: "capstan", type: "module" }));
-    writeSource("tsconfig.json", JSON.stringify({ compilerOptions: { allowImportingTsExtensions: true, noEmit: true } }));
+    ({ project, writeSource } = makeProject());
     // A CommonJS package that requires one of Node's modules: bundled, it needs the bundle's require().
-    mkdirSync(join(project, "node_modules/shout"));
     writeSource("node_modules/shout/package.json", JSON.stringify({ name: "shout", version: "1.0.0", main: "index.js" }));
     writeSource("node_modules/shout/index.js", `const { EOL } = require("node:os");\nmodule.exports = (s) => (EOL === "\\n" ? s.toUpperCase() : s);\n`);
     writeSource("cli/greet.ts", `import shout from "shout";\nexport const greet = (word: string, who: string): string => \`\${word} \${shout(who)}\`;\n`);
@@ -63,8 +80,7 @@ describe("the capstan command's bundle", () => {
     const inputs = current().inputs.map(([path]) => path).sort();
     // The package by its package.json, not by each of its files; load-main.mjs itself, as it decides how the bundle is made.
     expect(inputs).toEqual(["cli/bin/load-main.mjs", "cli/greet.ts", "cli/main.ts", "node_modules/shout/package.json", "package.json", "tsconfig.json"]);
-    const chunks = readdirSync(join(cache(), current().dir)).map((f) => readFileSync(join(cache(), current().dir, f), "utf8")).join("\n");
-    expect(chunks).toContain("toUpperCase"); // bundled, not imported from node_modules
+    expect(readFileSync(join(cache(), current().dir, "main.cjs"), "utf8")).toContain("toUpperCase"); // bundled, not imported from node_modules
   }, 60_000);
 
   it("is made again when a bundled package's package.json changed (an upgrade)", async () => {
@@ -102,7 +118,6 @@ describe("the capstan command's bundle", () => {
   }, 60_000);
 
   it("is not made when a package it would hold uses __dirname (its files would be looked for next to the bundle): the sources run, and the line names the file", async () => {
-    mkdirSync(join(project, "node_modules/where"));
     writeSource("node_modules/where/package.json", JSON.stringify({ name: "where", version: "1.0.0", main: "index.js" }));
     writeSource("node_modules/where/index.js", `// __dirname in a comment is fine\nmodule.exports = () => require("node:path").basename(__dirname);\n`);
     writeSource("cli/greet.ts", `import where from "where";\nexport const greet = (word: string, who: string): string => \`\${word} \${who} \${where()}\`;\n`);
@@ -126,6 +141,70 @@ describe("the capstan command's bundle", () => {
   }, 60_000);
 });
 
+describe("a command's bundle", () => {
+  let project: string;
+  let writeSource: (path: string, text: string) => void;
+  const capstan = (...argv: string[]) => run(process.execPath, [join(project, "cli/bin/capstan.mjs"), ...argv], { timeout: 60_000 });
+  const record = (name: string) => JSON.parse(readFileSync(join(cacheOf(project), name), "utf8")) as BundleRecord;
+  const bundleOf = (name: string) => join(cacheOf(project), record(name).dir, "main.cjs");
+
+  beforeAll(() => {
+    ({ project, writeSource } = makeProject());
+    // As cli/main.ts: command NAME is ./commands/NAME.ts, imported when it runs.
+    writeSource(
+      "cli/main.ts",
+      `const commands: Record<string, () => Promise<{ run(argv: string[]): Promise<number> }>> = {\n  greet: () => import("./commands/greet.ts"),\n  count: () => import("./commands/count.ts"),\n  meta: () => import("./commands/meta.ts"),\n};\nexport async function main(argv: string[]): Promise<number> {\n  const load = commands[argv[0] ?? ""];\n  if (load === undefined) {\n    console.log("usage");\n    return 0;\n  }\n  return (await load()).run(argv.slice(1));\n}\n`,
+    );
+    writeSource("cli/commands/greet.ts", `export async function run(argv: string[]): Promise<number> {\n  console.log("GREET-MARK " + argv.join(" "));\n  return 0;\n}\n`);
+    // A bundled package that imports one of Node's modules with import(), which a CommonJS bundle
+    // cannot do without Node's experimental loader (and its warning): the bundle makes it a require().
+    writeSource("node_modules/cores/package.json", JSON.stringify({ name: "cores", version: "1.0.0", main: "index.js" }));
+    writeSource("node_modules/cores/index.js", `module.exports = async () => (await import("node:os")).availableParallelism() > 0;\n`);
+    writeSource("cli/commands/count.ts", `import cores from "cores";\nexport async function run(): Promise<number> {\n  console.log("COUNT-MARK " + String(await cores()));\n  return 0;\n}\n`);
+    writeSource("cli/commands/meta.ts", `export async function run(): Promise<number> {\n  console.log("META " + typeof import.meta.dirname);\n  return 0;\n}\n`);
+  });
+
+  afterAll(() => rmSync(project, { recursive: true, force: true }));
+
+  it("holds its own command and not the others; no command, none", async () => {
+    expect(await capstan("greet", "a", "b")).toEqual({ stdout: "GREET-MARK a b\n", stderr: "" });
+    expect(await capstan("count")).toEqual({ stdout: "COUNT-MARK true\n", stderr: "" });
+    expect(await capstan()).toEqual({ stdout: "usage\n", stderr: "" });
+    const inputs = (name: string) => record(name).inputs.map(([path]) => path);
+    expect(inputs("current-greet.json")).toContain("cli/commands/greet.ts");
+    expect(inputs("current-greet.json")).not.toContain("cli/commands/count.ts");
+    expect(inputs("current-count.json")).toEqual(expect.arrayContaining(["cli/commands/count.ts", "node_modules/cores/package.json"]));
+    expect(inputs("current.json").filter((path) => path.startsWith("cli/commands/"))).toEqual([]);
+    const greet = readFileSync(bundleOf("current-greet.json"), "utf8");
+    expect(greet).toContain("GREET-MARK");
+    expect(greet).not.toContain("COUNT-MARK");
+    expect(readFileSync(bundleOf("current.json"), "utf8")).not.toMatch(/GREET-MARK|COUNT-MARK/);
+  }, 60_000);
+
+  it("runs with V8's code cache, written by its first runs and again when V8 rejects it", async () => {
+    const bundle = bundleOf("current-greet.json");
+    const caches = () => readdirSync(dirname(bundle)).filter((f) => f.startsWith("main.cjs.v8cache-")).sort();
+    expect(caches()).toEqual(["main.cjs.v8cache-1"]); // the first run's
+    await capstan("greet");
+    await capstan("greet");
+    await capstan("greet");
+    expect(caches()).toEqual(["main.cjs.v8cache-1", "main.cjs.v8cache-2", "main.cjs.v8cache-3"]);
+    const third = readFileSync(`${bundle}.v8cache-3`);
+    expect(third.length).toBeGreaterThan(100);
+    // Not another V8's, or no cache at all: rejected, the run goes on compiling, and writes it again.
+    writeFileSync(`${bundle}.v8cache-3`, "not a code cache");
+    expect(await capstan("greet", "c")).toEqual({ stdout: "GREET-MARK c\n", stderr: "" });
+    expect(readFileSync(`${bundle}.v8cache-3`).length).toBeGreaterThan(100);
+    expect(caches()).toHaveLength(3);
+  }, 60_000);
+
+  it("is not made when a source uses import.meta beyond import.meta.url (empty in CommonJS): the sources run, and the line names the file", async () => {
+    const { stdout, stderr } = await capstan("meta");
+    expect(stdout).toBe("META string\n"); // through tsx, as an ES module
+    expect(stderr).toMatch(/^capstan: running from the sources \(no bundle: cli\/commands\/meta\.ts:2 use import\.meta beyond import\.meta\.url/);
+  }, 60_000);
+});
+
 describe("this repository's capstan command", () => {
   it("starts `capstan build` without loading gRPC or ssh2 (dockerode's BuildKit session and docker-modem's ssh transport are stubs)", async () => {
     // Every CommonJS module Node loaded, printed at exit.
@@ -141,9 +220,13 @@ describe("this repository's capstan command", () => {
     rmSync(dirname(hook), { recursive: true, force: true });
     // Nor are they in the bundle at all (a command that reached them would fail, not load them).
     const cacheDir = join(repo, "node_modules/.cache/capstan-cli");
-    const records = readdirSync(cacheDir).map((d) => join(cacheDir, d, "current.json")).filter((f) => existsSync(f));
-    const mine = records.map((f) => JSON.parse(readFileSync(f, "utf8")) as { inputs: [string][] }).find((r) => r.inputs.some(([p]) => p === "cli/commands/build.ts"));
+    const records = readdirSync(cacheDir).map((d) => join(cacheDir, d, "current-build.json")).filter((f) => existsSync(f));
+    const mine = records.map((f) => JSON.parse(readFileSync(f, "utf8")) as BundleRecord).find((r) => r.inputs.some(([p]) => p === "cli/commands/build.ts"));
     expect(mine).toBeDefined();
-    expect(mine!.inputs.map(([p]) => p).filter((p) => /node_modules\/(@grpc|ssh2|protobufjs)\//.test(p))).toEqual([]);
+    const inputs = mine!.inputs.map(([p]) => p);
+    expect(inputs.filter((p) => /node_modules\/(@grpc|ssh2|protobufjs)\//.test(p))).toEqual([]);
+    // Nor the other commands, nor the HTTP client that `capstan build` has no use for.
+    expect(inputs.filter((p) => p.startsWith("cli/commands/"))).toEqual(["cli/commands/build.ts"]);
+    expect(inputs.filter((p) => /node_modules\/undici\//.test(p))).toEqual([]);
   }, 60_000);
 });

@@ -2,7 +2,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { ClientConfigError, clientFromOptions, clientOptionDefs, configPath, normaliseServer, serverFromConfig, waitOptionDefs } from "../../../cli/client-config.ts";
+import { ClientConfigError, clientOptionDefs, configPath, normaliseServer, serverFromConfig, waitOptionDefs } from "../../../cli/client-config.ts";
+import { clientFromOptions } from "../../../cli/client.ts";
 import { parseArgs, UsageError } from "../../../cli/options.ts";
 
 const defs = [...waitOptionDefs, ...clientOptionDefs];

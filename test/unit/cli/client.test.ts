@@ -2,7 +2,8 @@
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ApiError, OrchestratorClient, ServerUnreachableError } from "../../../cli/client.ts";
+import { OrchestratorClient } from "../../../cli/client.ts";
+import { ApiError, ServerUnreachableError } from "../../../cli/http-errors.ts";
 
 interface Seen {
   method: string;

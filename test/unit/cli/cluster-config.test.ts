@@ -5,7 +5,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync }
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { clientFromOptions, clientOptionDefs, ClientConfigError, clusterFromConfig, configPath, readClientConfig, saveCluster } from "../../../cli/client-config.ts";
+import { clientOptionDefs, ClientConfigError, clusterFromConfig, configPath, readClientConfig, saveCluster } from "../../../cli/client-config.ts";
+import { clientFromOptions } from "../../../cli/client.ts";
 import { appOfProc, clusterClients, clusterCommandOptionDefs, positionals } from "../../../cli/cluster-options.ts";
 import { run as login } from "../../../cli/commands/login.ts";
 import { parseArgs, UsageError } from "../../../cli/options.ts";

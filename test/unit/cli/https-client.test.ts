@@ -12,7 +12,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest
 import { readCaFile, saveCluster } from "../../../cli/client-config.ts";
 import { run as tokens } from "../../../cli/commands/tokens.ts";
 import { describeCaller, run as whoami } from "../../../cli/commands/whoami.ts";
-import { HttpClient, ServerCertificateError, ServerUnreachableError } from "../../../cli/http-client.ts";
+import { HttpClient } from "../../../cli/http-client.ts";
+import { ServerCertificateError, ServerUnreachableError } from "../../../cli/http-errors.ts";
 import { UsageError } from "../../../cli/options.ts";
 import { tlsFromOptions } from "../../../cli/tls-options.ts";
 import { Manager } from "../../../runtime/manager.ts";

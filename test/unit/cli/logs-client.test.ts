@@ -4,7 +4,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ApiError, OrchestratorClient, ServerUnreachableError, type LogEntry } from "../../../cli/client.ts";
+import { OrchestratorClient, type LogEntry } from "../../../cli/client.ts";
+import { ApiError, ServerUnreachableError } from "../../../cli/http-errors.ts";
 import { HttpClient } from "../../../cli/http-client.ts";
 
 describe("OrchestratorClient.logs", () => {
