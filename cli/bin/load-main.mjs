@@ -24,16 +24,19 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, s
 import { Module, createRequire, isBuiltin } from "node:module";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { getHeapCodeStatistics } from "node:v8";
 import { Script, constants as vmConstants } from "node:vm";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 // One directory per checkout: two checkouts sharing a node_modules (a symbolic link) keep
 // separate bundles rather than replacing each other's on every start.
 const cacheDir = join(root, "node_modules", ".cache", "capstan-cli", createHash("sha256").update(root).digest("hex").slice(0, 12));
-/** A bundle directory's code; its V8 code caches are `${bundleFile}.v8cache-N`. */
+/** A bundle directory's code; its V8 code cache is `${bundleFile}.v8cache`. */
 const bundleFile = "main.cjs";
-/** How many first runs of a bundle write its code cache, each adding what it compiled. */
-const codeCacheRuns = 3;
+/** The code cache's header: the compiled code (bytes) of the run that wrote it, a double. */
+const codeCacheHeader = 8;
+/** A run that ends with this much more compiled code than the cache's writer writes it again. */
+const codeCacheGrowth = 1.1;
 /** Files that shape the bundle besides the sources esbuild reports reading (this file: how it is made). */
 const alwaysInputs = ["tsconfig.json", "package.json", "cli/bin/load-main.mjs"];
 /**
@@ -199,22 +202,26 @@ async function makeBundle(command) {
 /**
  * Runs a bundle as Node runs a CommonJS module, with V8's cache of its compiled code: without it,
  * V8 parses and compiles every function a command runs on every start. The cache is written when
- * the process exits, holding what that run compiled; the first few runs each add theirs
- * (`capstan build -h`, then a real build), up to codeCacheRuns. A cache V8 rejects (another Node,
- * other V8 flags) is written again.
+ * the process exits, with what that run compiled (what the cache held included), and headed by
+ * how much compiled code the run ended with. A later run writes it again only when it needed
+ * notably more (a real `capstan build` after a `capstan build -h`), so the cache grows to what the
+ * command's runs use and is not rewritten on every start; and when V8 rejects it (another Node,
+ * other V8 flags).
  */
 function runBundle(dir) {
   const file = join(dir, bundleFile);
+  const cacheFile = `${file}.v8cache`;
   const source = readFileSync(file, "utf8");
-  let runs = 0;
-  while (runs < codeCacheRuns && existsSync(`${file}.v8cache-${runs + 1}`)) runs++;
   let cachedData;
-  if (runs > 0) {
-    try {
-      cachedData = readFileSync(`${file}.v8cache-${runs}`);
-    } catch {
-      // Removed with an old bundle meanwhile: compile without.
+  let cachedFor = 0;
+  try {
+    const saved = readFileSync(cacheFile);
+    if (saved.length > codeCacheHeader) {
+      cachedFor = saved.readDoubleLE(0);
+      cachedData = saved.subarray(codeCacheHeader);
     }
+  } catch {
+    // None yet.
   }
   const script = new Script(Module.wrap(source), {
     filename: file,
@@ -223,19 +230,20 @@ function runBundle(dir) {
     // (a package's import() of a computed name) loads as in a module, with Node's warning.
     importModuleDynamically: vmConstants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
   });
-  const rejected = cachedData !== undefined && script.cachedDataRejected === true;
-  if (rejected || runs < codeCacheRuns) {
-    const next = rejected ? runs : runs + 1;
-    process.once("exit", () => {
-      try {
-        const tmp = `${file}.${randomUUID()}.tmp`;
-        writeFileSync(tmp, script.createCachedData());
-        renameSync(tmp, `${file}.v8cache-${next}`);
-      } catch {
-        // A read-only cache, or the bundle removed meanwhile: the next start compiles again.
-      }
-    });
-  }
+  const accepted = cachedData !== undefined && script.cachedDataRejected === false;
+  process.once("exit", () => {
+    const compiled = getHeapCodeStatistics().bytecode_and_metadata_size;
+    if (accepted && compiled <= cachedFor * codeCacheGrowth) return;
+    try {
+      const header = Buffer.alloc(codeCacheHeader);
+      header.writeDoubleLE(compiled, 0);
+      const tmp = `${cacheFile}.${randomUUID()}.tmp`;
+      writeFileSync(tmp, Buffer.concat([header, script.createCachedData()]));
+      renameSync(tmp, cacheFile);
+    } catch {
+      // A read-only cache, or the bundle removed meanwhile: the next start compiles again.
+    }
+  });
   const module = { exports: {} };
   script.runInThisContext()(module.exports, createRequire(file), module, file, dir);
   return module.exports;
