@@ -61,7 +61,7 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(`capstan version ${version()}\n`);
     return 0;
   }
-  const command = commands[name];
+  const command = Object.hasOwn(commands, name) ? commands[name] : undefined;
   if (!command) {
     process.stderr.write(`capstan: unknown command "${name}"\n\n${help()}`);
     return 2;

@@ -19,10 +19,11 @@
 // adapters/cluster/docker-client.ts).
 // CAPSTAN_CLI_BUNDLE=0 runs the sources through tsx instead; so does a bundle that cannot be made
 // (a read-only node_modules, say), with one line on standard error saying why.
+import { Buffer } from "node:buffer";
 import { createHash, randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { Module, createRequire, isBuiltin } from "node:module";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { getHeapCodeStatistics } from "node:v8";
 import { Script, constants as vmConstants } from "node:vm";
@@ -67,7 +68,7 @@ const stubbed = [
   [/^\.\/buildkit$/, /[\\/]node_modules[\\/]dockerode[\\/]lib[\\/]/, "BuildKit builds"],
   [/^ssh2$/, /[\\/]node_modules[\\/]docker-modem[\\/]lib[\\/]/, "ssh:// Docker hosts"],
 ];
-/** Older bundles are removed after a day: a process started from one may still load its chunks. */
+/** Older bundles are removed after a day, not at once: a process may be about to read one. */
 const keepOldMs = 24 * 60 * 60 * 1000;
 
 /**
@@ -80,18 +81,19 @@ const requireFromTsx = createRequire(createRequire(import.meta.url).resolve("tsx
 export async function loadMain(argv = []) {
   if (process.env.CAPSTAN_CLI_BUNDLE !== "0") {
     const command = commandOf(argv);
-    let dir;
+    let bundle;
     try {
-      dir = freshBundle(command) ?? (await makeBundle(command));
+      // A current bundle removed since it was found (an old one, by another start): make one.
+      bundle = readBundle(freshBundle(command)) ?? { ...readBundle(await makeBundle(command), true), made: true };
     } catch (error) {
       process.stderr.write(`capstan: running from the sources (no bundle: ${error?.message ?? error})\n`);
     }
-    if (dir !== undefined) {
+    if (bundle !== undefined) {
       // The checkout the bundle was made from: its modules' own URLs are under node_modules, which
       // may be another checkout's (a symbolic link); runtime/package-root.ts reads this first.
       globalThis[Symbol.for("capstan.packageRoot")] = root;
       // Errors from here on are the code's own, not the bundle's: no second run through tsx.
-      return runBundle(dir).main;
+      return runBundle(bundle).main;
     }
   }
   const { register } = await import("tsx/esm/api");
@@ -101,11 +103,17 @@ export async function loadMain(argv = []) {
 
 /**
  * The command a start runs, whose bundle it loads: cli/main.ts imports command NAME as
- * ./commands/NAME.ts. None (usage, --version, an unknown word): a bundle of main.ts alone.
+ * import("./commands/NAME.ts"). None (usage, --version, an unknown word, a module of
+ * cli/commands that is not a command of its own): a bundle of main.ts alone.
  */
 function commandOf(argv) {
   const name = argv[0];
-  return typeof name === "string" && /^[a-z][a-z0-9-]*$/.test(name) && existsSync(join(root, "cli", "commands", `${name}.ts`)) ? name : undefined;
+  if (typeof name !== "string" || !/^[a-z][a-z0-9-]*$/.test(name)) return undefined;
+  try {
+    return readFileSync(join(root, "cli", "main.ts"), "utf8").includes(`import("./commands/${name}.ts")`) ? name : undefined;
+  } catch {
+    return undefined; // then the bundle fails to be made, and says why
+  }
 }
 
 /** Where the record of a command's current bundle is. */
@@ -158,12 +166,13 @@ async function makeBundle(command) {
     // Strict, as the ES modules it is made of are.
     banner: { js: '"use strict";\nvar __capstanImportMetaUrl = require("node:url").pathToFileURL(__filename).href;' },
   });
-  // Any other use of import.meta would be an empty object in CommonJS: refuse, rather than run wrong.
-  const emptied = result.warnings.filter((w) => w.id === "empty-import-meta");
-  if (emptied.length > 0) {
+  // Any other use of import.meta would be an empty object in CommonJS, and import() of a package
+  // left to Node would need Node's experimental loader: refuse, rather than run wrong or warn.
+  // (esbuild warns of the first only outside node_modules and try blocks: its output tells.)
+  const refusal = bundleRefusal(result, readFileSync(join(out, bundleFile), "utf8"));
+  if (refusal !== undefined) {
     rmSync(out, { recursive: true, force: true });
-    const at = emptied.map((w) => `${w.location?.file}:${w.location?.line}`).join(", ");
-    throw new Error(`${at} use import.meta beyond import.meta.url, which a CommonJS bundle has not: use import.meta.url`);
+    throw new Error(refusal);
   }
   // A bundled package counts by its package.json (its version), not by each of its files; and
   // npm rewrites node_modules/.package-lock.json on every install. (A file edited by hand inside
@@ -199,19 +208,29 @@ async function makeBundle(command) {
   return out;
 }
 
+/** A bundle directory's code, or undefined if it is gone (unless `required`: then its error). */
+function readBundle(dir, required = false) {
+  if (dir === undefined) return undefined;
+  const file = join(dir, bundleFile);
+  try {
+    return { file, source: readFileSync(file, "utf8") };
+  } catch (error) {
+    if (required || error?.code !== "ENOENT") throw error;
+    return undefined;
+  }
+}
+
 /**
  * Runs a bundle as Node runs a CommonJS module, with V8's cache of its compiled code: without it,
  * V8 parses and compiles every function a command runs on every start. The cache is written when
  * the process exits, with what that run compiled (what the cache held included), and headed by
- * how much compiled code the run ended with. A later run writes it again only when it needed
+ * how much code the run compiled from the bundle on. A later run writes it again only when it needed
  * notably more (a real `capstan build` after a `capstan build -h`), so the cache grows to what the
  * command's runs use and is not rewritten on every start; and when V8 rejects it (another Node,
  * other V8 flags).
  */
-function runBundle(dir) {
-  const file = join(dir, bundleFile);
+function runBundle({ file, source, made = false }) {
   const cacheFile = `${file}.v8cache`;
-  const source = readFileSync(file, "utf8");
   let cachedData;
   let cachedFor = 0;
   try {
@@ -223,6 +242,9 @@ function runBundle(dir) {
   } catch {
     // None yet.
   }
+  // What this run compiles is counted from here: not what came before (esbuild, when this start
+  // made the bundle), which would make the header too large for a later run to outgrow.
+  const before = getHeapCodeStatistics().bytecode_and_metadata_size;
   const script = new Script(Module.wrap(source), {
     filename: file,
     cachedData,
@@ -231,22 +253,42 @@ function runBundle(dir) {
     importModuleDynamically: vmConstants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
   });
   const accepted = cachedData !== undefined && script.cachedDataRejected === false;
+  // The start that made the bundle ran esbuild too, which makes its count no measure: it leaves the
+  // cache to the next.
   process.once("exit", () => {
-    const compiled = getHeapCodeStatistics().bytecode_and_metadata_size;
+    if (made) return;
+    const compiled = getHeapCodeStatistics().bytecode_and_metadata_size - before;
     if (accepted && compiled <= cachedFor * codeCacheGrowth) return;
+    const tmp = `${cacheFile}.${randomUUID()}.tmp`;
     try {
       const header = Buffer.alloc(codeCacheHeader);
       header.writeDoubleLE(compiled, 0);
-      const tmp = `${cacheFile}.${randomUUID()}.tmp`;
       writeFileSync(tmp, Buffer.concat([header, script.createCachedData()]));
       renameSync(tmp, cacheFile);
     } catch {
-      // A read-only cache, or the bundle removed meanwhile: the next start compiles again.
+      // A read-only cache, a full disk, or the bundle removed meanwhile: the next start compiles again.
+      rmSync(tmp, { force: true });
     }
   });
   const module = { exports: {} };
-  script.runInThisContext()(module.exports, createRequire(file), module, file, dir);
+  script.runInThisContext()(module.exports, createRequire(file), module, file, dirname(file));
   return module.exports;
+}
+
+/** Why a made bundle must not run (see makeBundle), or undefined. */
+function bundleRefusal(result, code) {
+  const emptied = result.warnings.filter((w) => w.id === "empty-import-meta").map((w) => `${w.location?.file}:${w.location?.line}`);
+  const silent = /\bimport_meta\d* = \{\}/.exec(code);
+  if (emptied.length > 0 || silent !== null) {
+    // esbuild heads each module's code with a comment naming its file.
+    const at = emptied.length > 0 ? emptied.join(", ") : (/^\/\/ (\S+)$/m.exec(code.slice(code.lastIndexOf("\n// ", silent.index) + 1))?.[1] ?? "a bundled module");
+    return `${at} use import.meta beyond import.meta.url, which a CommonJS bundle has not: use import.meta.url`;
+  }
+  const imported = Object.entries(result.metafile.inputs).flatMap(([path, input]) =>
+    input.imports.filter((i) => i.kind === "dynamic-import" && i.external && !isBuiltin(i.path)).map((i) => `${path} (import("${i.path}"))`),
+  );
+  if (imported.length > 0) return `${imported.join(", ")} import() a package left to Node, which a CommonJS bundle cannot: import it statically`;
+  return undefined;
 }
 
 /**

@@ -6,6 +6,7 @@
 // own in node_modules), with the real esbuild and tsx; and on this repository's own command, whose
 // start must not load what the stubs replace, nor what the command does not use.
 import { execFile } from "node:child_process";
+import { createHash } from "node:crypto";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -153,7 +154,7 @@ describe("a command's bundle", () => {
     // As cli/main.ts: command NAME is ./commands/NAME.ts, imported when it runs.
     writeSource(
       "cli/main.ts",
-      `const commands: Record<string, () => Promise<{ run(argv: string[]): Promise<number> }>> = {\n  greet: () => import("./commands/greet.ts"),\n  count: () => import("./commands/count.ts"),\n  meta: () => import("./commands/meta.ts"),\n};\nexport async function main(argv: string[]): Promise<number> {\n  const load = commands[argv[0] ?? ""];\n  if (load === undefined) {\n    console.log("usage");\n    return 0;\n  }\n  return (await load()).run(argv.slice(1));\n}\n`,
+      `const commands: Record<string, () => Promise<{ run(argv: string[]): Promise<number> }>> = {\n  greet: () => import("./commands/greet.ts"),\n  count: () => import("./commands/count.ts"),\n  meta: () => import("./commands/meta.ts"),\n  pkgmeta: () => import("./commands/pkgmeta.ts"),\n  ext: () => import("./commands/ext.ts"),\n};\nexport async function main(argv: string[]): Promise<number> {\n  const load = commands[argv[0] ?? ""];\n  if (load === undefined) {\n    console.log("usage");\n    return 0;\n  }\n  return (await load()).run(argv.slice(1));\n}\n`,
     );
     // `greet big` runs some 3,000 functions more than `greet`: much more code to compile.
     const many = Array.from({ length: 3000 }, (_, i) => `export function f${i}(x: number): number {\n  const y = x * ${i} + ${i % 7};\n  return y > ${i} ? y - ${i} : y + ${i};\n}\n`).join("");
@@ -168,6 +169,13 @@ describe("a command's bundle", () => {
     writeSource("node_modules/cores/index.js", `module.exports = async () => (await import("node:os")).availableParallelism() > 0;\n`);
     writeSource("cli/commands/count.ts", `import cores from "cores";\nexport async function run(): Promise<number> {\n  console.log("COUNT-MARK " + String(await cores()));\n  return 0;\n}\n`);
     writeSource("cli/commands/meta.ts", `export async function run(): Promise<number> {\n  console.log("META " + typeof import.meta.dirname);\n  return 0;\n}\n`);
+    // The same in a package (esbuild says nothing of it there), and import() of a package left to Node.
+    writeSource("node_modules/metapkg/package.json", JSON.stringify({ name: "metapkg", version: "1.0.0", type: "module", main: "index.js" }));
+    writeSource("node_modules/metapkg/index.js", `export const where = () => typeof import.meta.dirname;\n`);
+    writeSource("cli/commands/pkgmeta.ts", `import { where } from "metapkg";\nexport async function run(): Promise<number> {\n  console.log("PKGMETA " + where());\n  return 0;\n}\n`);
+    writeSource("cli/commands/ext.ts", `export async function run(): Promise<number> {\n  const esbuild = await import("esbuild");\n  console.log("EXT " + typeof esbuild.build);\n  return 0;\n}\n`);
+    // A module of cli/commands that main.ts does not run as a command.
+    writeSource("cli/commands/helper.ts", `export const helper = 1;\n`);
   });
 
   afterAll(() => rmSync(project, { recursive: true, force: true }));
@@ -176,6 +184,8 @@ describe("a command's bundle", () => {
     expect(await capstan("greet", "a", "b")).toEqual({ stdout: "GREET-MARK a b\n", stderr: "" });
     expect(await capstan("count")).toEqual({ stdout: "COUNT-MARK true\n", stderr: "" });
     expect(await capstan()).toEqual({ stdout: "usage\n", stderr: "" });
+    expect(await capstan("helper")).toEqual({ stdout: "usage\n", stderr: "" }); // no command: main.ts alone
+    expect(existsSync(join(cacheOf(project), "current-helper.json"))).toBe(false);
     const inputs = (name: string) => record(name).inputs.map(([path]) => path);
     expect(inputs("current-greet.json")).toContain("cli/commands/greet.ts");
     expect(inputs("current-greet.json")).not.toContain("cli/commands/count.ts");
@@ -191,7 +201,9 @@ describe("a command's bundle", () => {
     const cacheFile = `${bundleOf("current-greet.json")}.v8cache`;
     const saved = () => readFileSync(cacheFile);
     const compiledBy = (cache: Buffer) => cache.readDoubleLE(0); // the header: the writer's compiled code
-    const first = saved(); // written by the first run
+    expect(existsSync(cacheFile)).toBe(false); // not by the run that made the bundle (it ran esbuild too)
+    expect(await capstan("greet")).toEqual({ stdout: "GREET-MARK \n", stderr: "" });
+    const first = saved(); // written by the first run from the bundle
     expect(first.length).toBeGreaterThan(1000);
     expect(await capstan("greet")).toEqual({ stdout: "GREET-MARK \n", stderr: "" });
     expect(saved().equals(first)).toBe(true); // nothing new: not written
@@ -213,6 +225,15 @@ describe("a command's bundle", () => {
     const { stdout, stderr } = await capstan("meta");
     expect(stdout).toBe("META string\n"); // through tsx, as an ES module
     expect(stderr).toMatch(/^capstan: running from the sources \(no bundle: cli\/commands\/meta\.ts:2 use import\.meta beyond import\.meta\.url/);
+    const inPackage = await capstan("pkgmeta");
+    expect(inPackage.stdout).toBe("PKGMETA string\n");
+    expect(inPackage.stderr).toMatch(/^capstan: running from the sources \(no bundle: node_modules\/metapkg\/index\.js use import\.meta beyond import\.meta\.url/);
+  }, 60_000);
+
+  it("is not made when a source import()s a package left to Node (a CommonJS bundle would need Node's experimental loader): the sources run", async () => {
+    const { stdout, stderr } = await capstan("ext");
+    expect(stdout).toBe("EXT function\n");
+    expect(stderr).toMatch(/^capstan: running from the sources \(no bundle: cli\/commands\/ext\.ts \(import\("esbuild"\)\) import\(\) a package left to Node/);
   }, 60_000);
 });
 
@@ -231,10 +252,10 @@ describe("this repository's capstan command", () => {
     rmSync(dirname(hook), { recursive: true, force: true });
     // Nor are they in the bundle at all (a command that reached them would fail, not load them).
     const cacheDir = join(repo, "node_modules/.cache/capstan-cli");
-    const records = readdirSync(cacheDir).map((d) => join(cacheDir, d, "current-build.json")).filter((f) => existsSync(f));
-    const mine = records.map((f) => JSON.parse(readFileSync(f, "utf8")) as BundleRecord).find((r) => r.inputs.some(([p]) => p === "cli/commands/build.ts"));
-    expect(mine).toBeDefined();
-    const inputs = mine!.inputs.map(([p]) => p);
+    // This checkout's (node_modules may be shared with another checkout's, by a symbolic link).
+    const checkout = createHash("sha256").update(`${repo}/`).digest("hex").slice(0, 12);
+    const mine = JSON.parse(readFileSync(join(cacheDir, checkout, "current-build.json"), "utf8")) as BundleRecord;
+    const inputs = mine.inputs.map(([p]) => p);
     expect(inputs.filter((p) => /node_modules\/(@grpc|ssh2|protobufjs)\//.test(p))).toEqual([]);
     // Nor the other commands, nor the HTTP client that `capstan build` has no use for.
     expect(inputs.filter((p) => p.startsWith("cli/commands/"))).toEqual(["cli/commands/build.ts"]);
