@@ -302,18 +302,31 @@ export async function putArchive(docker: Docker, containerId: string, tar: Buffe
 
 /**
  * An image holding only `files` (no base: the original's meta image carried the definition file
- * alone), imported from a tar by the engine (POST /images/create?fromSrc=-): nothing is downloaded.
+ * alone), imported from a tar by the engine (POST /images/create?fromSrc=-): nothing is
+ * downloaded. Untagged (tag it with tagImage); its ID is the answer.
  */
-export async function importFiles(docker: Docker, files: { name: string; content: Buffer }[], repo: string, tag: string, labels: Record<string, string>): Promise<void> {
-  checkTag(tag, `import of ${repo}`);
+export async function importFiles(docker: Docker, files: { name: string; content: Buffer }[], labels: Record<string, string>, what: string): Promise<string> {
   const p = pack();
   const done = packedBytes(p);
   for (const f of files) p.entry({ name: f.name, mode: 0o644, mtime: new Date(0), size: f.content.length }, f.content);
   p.finalize();
   const tar = await done;
   const changes = Object.entries(labels).map(([k, v]) => `LABEL ${k}=${JSON.stringify(v)}`);
-  const stream = (await docker.importImage(tar as unknown as NodeJS.ReadableStream, { repo, tag, changes, abortSignal: signal() } as object)) as unknown as Readable;
-  await followStream(docker, stream, `import of ${repo}:${tag}`);
+  const stream = (await docker.importImage(tar as unknown as NodeJS.ReadableStream, { changes, abortSignal: signal() } as object)) as unknown as Readable;
+  const events = await followStream(docker, stream, `import of ${what}`);
+  // The engine's last word on an import is the new image's ID.
+  const id = events.map((e) => e.status).findLast((status) => typeof status === "string" && /^sha256:[0-9a-f]{64}$/.test(status));
+  if (id === undefined) throw new BuildError(`import of ${what}: the engine did not say which image it made`);
+  return id;
+}
+
+/** Remove an image by ID (one a failed release made and left untagged), ignoring one already gone. */
+export async function removeImage(docker: Docker, id: string): Promise<void> {
+  try {
+    await docker.getImage(id).remove({ abortSignal: signal() } as object);
+  } catch (e) {
+    if (statusOf(e) !== 404) throw e;
+  }
 }
 
 /** The registry credentials of a push, sent as X-Registry-Auth (docs/registry.md, "Credentials"). */
@@ -341,13 +354,20 @@ export async function pushImage(docker: Docker, repo: string, tag: string, auth:
   }
 }
 
-async function followStream(docker: Docker, stream: Readable, what: string): Promise<void> {
-  await new Promise<void>((resolve, reject) => {
-    docker.modem.followProgress(stream, (err: Error | null, events: { error?: string; errorDetail?: { message?: string } }[]) => {
+/** One event of the engine's progress stream (pull, push, import). */
+interface ProgressEvent {
+  status?: string;
+  error?: string;
+  errorDetail?: { message?: string };
+}
+
+async function followStream(docker: Docker, stream: Readable, what: string): Promise<ProgressEvent[]> {
+  return await new Promise<ProgressEvent[]>((resolve, reject) => {
+    docker.modem.followProgress(stream, (err: Error | null, events: ProgressEvent[]) => {
       if (err) return reject(new BuildError(`${what}: ${err.message}`));
       const bad = events.find((e) => e.error || e.errorDetail);
       if (bad) return reject(new BuildError(`${what}: ${bad.errorDetail?.message ?? bad.error}`));
-      resolve();
+      resolve(events);
     });
   });
 }

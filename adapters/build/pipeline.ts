@@ -19,6 +19,7 @@ import {
   pushImage,
   putArchive,
   removeContainer,
+  removeImage,
   requireImage,
   runScript,
   tagImage,
@@ -219,6 +220,11 @@ export interface ReleaseResult {
  * `capstan release`: the release image (release.copy out of the build image into
  * release.dest_base, or the build image itself), the meta image (the definition file) and the
  * build image, tagged in `<registry>/<app>`, then pushed with `auth` (none: tagged only).
+ *
+ * Steps that do not depend on each other overlap: the meta image is made while the release image
+ * is (and tagged once the release's tag is known), the two containers of the copy are made at
+ * once and removed while the images are pushed, and the build and meta images are pushed together. The release tag is pushed last, once the others are in: a release
+ * the registry lists always has its build and meta images (docs/build.md).
  */
 export async function release(
   ctx: PipelineContext,
@@ -232,43 +238,66 @@ export async function release(
   const repository = `${o.registry}/${app}`;
   const now = (ctx.now ?? (() => new Date()))();
   const appLabel = { [labels.app]: app };
-  let tag: string;
-  const rel = ctx.def.release;
-  if (rel && rel.copy.length > 0) {
-    const destRef = rel.destBase ?? buildSection(ctx.def).base;
-    const dest = await requireImage(ctx.docker, destRef, rel.destBase ? "release.dest_base" : "build.base (release.dest_base not given)");
-    const from = await createIdle(ctx.docker, b.id, appLabel);
-    let to: string | undefined;
-    try {
-      to = await createIdle(ctx.docker, dest.id, appLabel);
-      const raws: Buffer[] = [Buffer.from(dest.id)];
-      for (const [i, p] of copies.entries()) {
+  // Containers being removed; the release waits for them before it ends, and fails with them.
+  const removals: Promise<void>[] = [];
+  const metaImage = importFiles(ctx.docker, [{ name: basename(o.definitionFile), content: Buffer.from(o.definitionText) }], { ...appLabel, [labels.kind]: "meta" }, `the meta image of ${app}`);
+  // Awaited below; handled now, so that its failure while the release image is made is not an
+  // unhandled rejection.
+  metaImage.catch(() => {});
+  let metaTagged = false;
+  try {
+    let tag: string;
+    const rel = ctx.def.release;
+    if (rel && rel.copy.length > 0) {
+      const destRef = rel.destBase ?? buildSection(ctx.def).base;
+      const dest = await requireImage(ctx.docker, destRef, rel.destBase ? "release.dest_base" : "build.base (release.dest_base not given)");
+      const [from, to] = await Promise.allSettled([createIdle(ctx.docker, b.id, appLabel), createIdle(ctx.docker, dest.id, appLabel)]);
+      try {
+        if (from.status === "rejected") throw from.reason;
+        if (to.status === "rejected") throw to.reason;
+        const raws: Buffer[] = [Buffer.from(dest.id)];
+        for (const [i, p] of copies.entries()) {
+          checkInterrupt(ctx);
+          const { tar, raw } = await copyOut(ctx.docker, from.value, p.src, p.dest, `release.copy[${i}].src`);
+          raws.push(Buffer.from(`${p.dest}\n`), raw);
+          await putArchive(ctx.docker, to.value, tar);
+        }
+        tag = releaseTag(now, contentDigest(raws));
         checkInterrupt(ctx);
-        const { tar, raw } = await copyOut(ctx.docker, from, p.src, p.dest, `release.copy[${i}].src`);
-        raws.push(Buffer.from(`${p.dest}\n`), raw);
-        await putArchive(ctx.docker, to, tar);
+        await commit(ctx.docker, to.value, { repo: repository, tag, labels: { ...appLabel, [labels.kind]: "release" }, keep: dest });
+      } finally {
+        for (const c of [from, to]) if (c.status === "fulfilled") removals.push(removeContainer(ctx.docker, c.value));
       }
-      tag = releaseTag(now, contentDigest(raws));
-      checkInterrupt(ctx);
-      await commit(ctx.docker, to, { repo: repository, tag, labels: { ...appLabel, [labels.kind]: "release" }, keep: dest });
-    } finally {
-      await removeContainer(ctx.docker, from);
-      if (to) await removeContainer(ctx.docker, to);
+    } else {
+      tag = releaseTag(now, contentDigest([b.id]));
+      await tagImage(ctx.docker, b.id, repository, tag);
     }
-  } else {
-    tag = releaseTag(now, contentDigest([b.id]));
-    await tagImage(ctx.docker, b.id, repository, tag);
-  }
-  checkInterrupt(ctx);
-  const meta = metaTag(tag);
-  await importFiles(ctx.docker, [{ name: basename(o.definitionFile), content: Buffer.from(o.definitionText) }], repository, meta, { ...appLabel, [labels.kind]: "meta" });
-  await tagImage(ctx.docker, b.id, repository, b.tag);
-  if (o.auth) {
-    for (const t of [b.tag, meta, tag]) {
-      ctx.out(`capstan: push ${repository}:${t}\n`, "stderr");
-      checkInterrupt(ctx);
-      await pushImage(ctx.docker, repository, t, o.auth, o.pushTimeoutMs, ctx.signal);
+    checkInterrupt(ctx);
+    const meta = metaTag(tag);
+    await allOrFirstError([tagImage(ctx.docker, await metaImage, repository, meta), tagImage(ctx.docker, b.id, repository, b.tag)]);
+    metaTagged = true;
+    if (o.auth) {
+      const auth = o.auth;
+      const push = (tags: string[]) => {
+        checkInterrupt(ctx);
+        for (const t of tags) ctx.out(`capstan: push ${repository}:${t}\n`, "stderr");
+        return allOrFirstError(tags.map((t) => pushImage(ctx.docker, repository, t, auth, o.pushTimeoutMs, ctx.signal)));
+      };
+      await push([b.tag, meta]);
+      await push([tag]);
     }
+    await allOrFirstError(removals);
+    return { repository, release: tag, meta, build: b.tag, pushed: o.auth !== undefined };
+  } finally {
+    // On a failure: the containers still go, so does a meta image that never got its tag, and the
+    // failure is the step's, not a cleanup's.
+    if (!metaTagged) removals.push(metaImage.then((id) => removeImage(ctx.docker, id)));
+    await Promise.allSettled(removals);
   }
-  return { repository, release: tag, meta, build: b.tag, pushed: o.auth !== undefined };
+}
+
+/** Wait for every one of `work` (none left running), then fail with the first failure, if any. */
+async function allOrFirstError(work: Promise<unknown>[]): Promise<void> {
+  const failed = (await Promise.allSettled(work)).find((r) => r.status === "rejected");
+  if (failed) throw failed.reason;
 }

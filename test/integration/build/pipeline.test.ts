@@ -125,6 +125,18 @@ describe("release.copy and tags", () => {
     expect((bad as Error).message).toMatch(/^release\.copy\[0\]\.src: "\.\." is outside \/platform\/app/);
   });
 
+  it("leaves no container and no meta image behind when a release fails (a release.copy source that is not there)", async () => {
+    const c = ctx({ build: { base: services.testImage, script: ["echo gone > g.txt"] }, release: { copy: [{ src: "nothere.txt", dest: "/x" }] } });
+    await build(c);
+    const metaImages = async () => (await docker.listImages({ filters: { label: [`${labels.app}=${app}`, `${labels.kind}=meta`] } })).map((i) => i.Id);
+    const before = await metaImages();
+    const failed = await release(c, { registry: "127.0.0.1:1", definitionFile: "app.yaml", definitionText: "x", pushTimeoutMs: 10_000 }).catch((err: unknown) => err);
+    expect(failed).toBeInstanceOf(BuildError);
+    expect((failed as Error).message).toBe("release.copy[0].src: /platform/app/nothere.txt does not exist in the build image");
+    expect(await containersLeft()).toEqual([]);
+    expect(await metaImages()).toEqual(before); // the meta image made meanwhile is gone again
+  });
+
   it("tags a cached build image that lost its tag again, never with an empty tag", async () => {
     const c = ctx({ build: { base: services.testImage, script: ["echo untagged > u.txt"] } });
     const first = (await build(c))!;
