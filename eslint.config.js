@@ -113,6 +113,12 @@ export default tseslint.config(
     languageOptions: { globals: { process: "readonly", console: "readonly", URL: "readonly" } },
   },
   {
+    // CommonJS scripts (bench/build/warm-floor.cjs: no ES module loader at all).
+    files: ["**/*.cjs"],
+    languageOptions: { sourceType: "commonjs", globals: { require: "readonly", process: "readonly", URL: "readonly" } },
+    rules: { "@typescript-eslint/no-require-imports": "off" },
+  },
+  {
     // The web console's browser scripts (docs/web-console.md): plain scripts, browser globals.
     files: ["api/ui/static/**/*.js"],
     languageOptions: {

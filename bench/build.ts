@@ -18,6 +18,11 @@
 // (a `capstan release` process needs a console for the user's credentials), plus the start of
 // `capstan release -h`, which loads what `capstan release` loads.
 //
+// Two floors under the warm command, spawned the same way in the same run: `node -e ""` (Node
+// starting and doing nothing) and bench/build/warm-floor.cjs (the least a warm build can be in
+// Node: read and hash the source with Node's own modules, ask the engine once; no YAML, no schema,
+// no Docker client).
+//
 //   npm run bench:build   [BENCH_BUILD_ROUNDS=3]
 import { execFile } from "node:child_process";
 import { mkdtemp, rm, writeFile, mkdir } from "node:fs/promises";
@@ -185,6 +190,18 @@ async function main(): Promise<void> {
     };
     const buildStartMs = await startOf("build");
     const releaseStartMs = await startOf("release");
+    const medianOf = async (args: string[]): Promise<number> => {
+      const times: number[] = [];
+      for (let i = 0; i < 6; i++) {
+        const t = performance.now();
+        await run(process.execPath, args, { timeout: 30_000, env: capstanEnv() });
+        if (i > 0) times.push(performance.now() - t); // the first reads the files into the page cache
+      }
+      return percentile(times, 50);
+    };
+    const floorDir = await source(dir, "benchbuild-floor");
+    const nodeStartMs = await medianOf(["-e", ""]);
+    const warmFloorMs = await medianOf([join(import.meta.dirname, "build/warm-floor.cjs"), floorDir, engine]);
     const [h, c, w] = [percentile(hand, 50), percentile(cold, 50), percentile(warm, 50)];
     // As a user runs them: `capstan build` then `capstan release` cold, `capstan build` warm.
     const coldCommands = percentile(commandsCold, 50) + releaseStartMs;
@@ -200,8 +217,18 @@ async function main(): Promise<void> {
         release_command_start_ms: Math.round(releaseStartMs),
         capstan_cold_commands_ms: Math.round(coldCommands),
         capstan_warm_command_ms: Math.round(warmCommand),
+        floor_node_start_ms: Math.round(nodeStartMs),
+        floor_warm_check_ms: Math.round(warmFloorMs),
+        warm_target_ms: Math.round(coldCommands * 0.1),
       },
-      ratios: { cold_over_hand: c / h, warm_over_cold: w / c, cold_commands_over_hand: coldCommands / h, warm_command_over_cold_commands: warmCommand / coldCommands },
+      ratios: {
+        cold_over_hand: c / h,
+        warm_over_cold: w / c,
+        cold_commands_over_hand: coldCommands / h,
+        warm_command_over_cold_commands: warmCommand / coldCommands,
+        floor_node_start_over_cold_commands: nodeStartMs / coldCommands,
+        floor_warm_check_over_cold_commands: warmFloorMs / coldCommands,
+      },
       targets: [
         { name: "cold_commands_over_hand", kind: "max", value: 1.2 },
         { name: "warm_command_over_cold_commands", kind: "max", value: 0.1 },
@@ -210,6 +237,7 @@ async function main(): Promise<void> {
         "capstan_cold/warm_ms: build + release + push of release, meta and build images, and build again, in this process (adapters/build/pipeline.ts): the steps without any command's start",
         "capstan_cold_commands_ms: a `capstan build` process (cold) + the release steps in this process + the start of `capstan release -h` (median of 5); capstan_warm_command_ms: a `capstan build` process with nothing changed",
         "not counted: release's console whoami round trip (loopback, a few ms)",
+        "floors, median of 5 after one unmeasured: `node -e \"\"`, and bench/build/warm-floor.cjs (Node's own modules only: read + sha256 of the source, one GET /images/json to the engine), spawned as the warm command is",
         "hand: docker create/cp/start -a/commit, create/cp/create/cp/commit, push release and build, rm, with the docker CLI",
         `engine n1 (${engine}), base ${base}, a fresh capstan registry per leg`,
       ],
