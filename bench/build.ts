@@ -111,7 +111,7 @@ async function buildCommand(src: string): Promise<{ ms: number; cached: boolean 
   return { ms, cached };
 }
 
-async function withCommands(dir: string, app: string, registry: string): Promise<{ coldMs: number; warmMs: number }> {
+async function withCommands(dir: string, app: string, registry: string): Promise<{ coldMs: number; warmMs: number; releaseMs: number }> {
   const src = await source(dir, app);
   const ctx: PipelineContext = { docker: connectEngine(engine), def: { appname: app, build: { base, script }, release: { destBase: base, copy: [{ src: "out/hello.txt", dest: "/hello.txt" }] } }, sourceDir: src, out: () => {}, scriptTimeoutMs: 120_000 };
   const cold = await buildCommand(src);
@@ -121,7 +121,18 @@ async function withCommands(dir: string, app: string, registry: string): Promise
   const releaseMs = performance.now() - t0;
   const warm = await buildCommand(src);
   if (!warm.cached) throw new Error("the warm capstan build was not a cache hit");
-  return { coldMs: cold.ms + releaseMs, warmMs: warm.ms };
+  return { coldMs: cold.ms + releaseMs, warmMs: warm.ms, releaseMs };
+}
+
+/** A process spawned as the warm command is: the median of 5 runs after one (which reads the files into the page cache). */
+async function medianOfRuns(args: string[]): Promise<number> {
+  const times: number[] = [];
+  for (let i = 0; i < 6; i++) {
+    const t = performance.now();
+    await run(process.execPath, args, { timeout: 30_000, env: capstanEnv() });
+    if (i > 0) times.push(performance.now() - t);
+  }
+  return percentile(times, 50);
 }
 
 async function cleanImages(app: string): Promise<void> {
@@ -144,8 +155,12 @@ async function main(): Promise<void> {
   const cold: number[] = [];
   const warm: number[] = [];
   const commandsCold: number[] = [];
+  const releaseSteps: number[] = [];
+  const nodeStarts: number[] = [];
+  const warmFloors: number[] = [];
   const commandsWarm: number[] = [];
   const apps: string[] = [];
+
   // The first start of a command makes its bundle (docs/cli.md): not counted.
   for (const command of ["build", "release"]) await run(process.execPath, [capstanBin, command, "-h"], { timeout: 60_000 });
   try {
@@ -162,6 +177,7 @@ async function main(): Promise<void> {
           else if (leg === "commands") {
             const m = await withCommands(dir, app, registry.host);
             commandsCold.push(m.coldMs);
+            releaseSteps.push(m.releaseMs);
             commandsWarm.push(m.warmMs);
           } else {
             const m = await withCapstan(dir, app, registry.host);
@@ -173,8 +189,12 @@ async function main(): Promise<void> {
           await cleanImages(app);
         }
       }
+      // The floors under the warm command, in the round's conditions (spawned as it is).
+      const floorDir = await source(dir, `benchbuild-floor-${r}`);
+      nodeStarts.push(await medianOfRuns(["-e", ""]));
+      warmFloors.push(await medianOfRuns([join(import.meta.dirname, "build/warm-floor.cjs"), floorDir, engine, base]));
       console.log(
-        `round ${r + 1}: hand ${hand.at(-1)!.toFixed(0)} ms; capstan steps cold ${cold.at(-1)!.toFixed(0)} ms, warm ${warm.at(-1)!.toFixed(0)} ms; capstan build process + release cold ${commandsCold.at(-1)!.toFixed(0)} ms, build process warm ${commandsWarm.at(-1)!.toFixed(0)} ms`,
+        `round ${r + 1}: hand ${hand.at(-1)!.toFixed(0)} ms; capstan steps cold ${cold.at(-1)!.toFixed(0)} ms, warm ${warm.at(-1)!.toFixed(0)} ms; capstan build process + release cold ${commandsCold.at(-1)!.toFixed(0)} ms, build process warm ${commandsWarm.at(-1)!.toFixed(0)} ms; floors ${nodeStarts.at(-1)!.toFixed(0)} / ${warmFloors.at(-1)!.toFixed(0)} ms`,
       );
     }
     // Each command's own start: node, the CLI and the command's modules (`capstan release -h` loads
@@ -190,18 +210,8 @@ async function main(): Promise<void> {
     };
     const buildStartMs = await startOf("build");
     const releaseStartMs = await startOf("release");
-    const medianOf = async (args: string[]): Promise<number> => {
-      const times: number[] = [];
-      for (let i = 0; i < 6; i++) {
-        const t = performance.now();
-        await run(process.execPath, args, { timeout: 30_000, env: capstanEnv() });
-        if (i > 0) times.push(performance.now() - t); // the first reads the files into the page cache
-      }
-      return percentile(times, 50);
-    };
-    const floorDir = await source(dir, "benchbuild-floor");
-    const nodeStartMs = await medianOf(["-e", ""]);
-    const warmFloorMs = await medianOf([join(import.meta.dirname, "build/warm-floor.cjs"), floorDir, engine]);
+    const nodeStartMs = percentile(nodeStarts, 50);
+    const warmFloorMs = percentile(warmFloors, 50);
     const [h, c, w] = [percentile(hand, 50), percentile(cold, 50), percentile(warm, 50)];
     // As a user runs them: `capstan build` then `capstan release` cold, `capstan build` warm.
     const coldCommands = percentile(commandsCold, 50) + releaseStartMs;
@@ -213,6 +223,7 @@ async function main(): Promise<void> {
         hand_ms_median: Math.round(h),
         capstan_cold_ms_median: Math.round(c),
         capstan_warm_ms_median: Math.round(w),
+        capstan_release_steps_ms_median: Math.round(percentile(releaseSteps, 50)),
         build_command_start_ms: Math.round(buildStartMs),
         release_command_start_ms: Math.round(releaseStartMs),
         capstan_cold_commands_ms: Math.round(coldCommands),
@@ -237,7 +248,7 @@ async function main(): Promise<void> {
         "capstan_cold/warm_ms: build + release + push of release, meta and build images, and build again, in this process (adapters/build/pipeline.ts): the steps without any command's start",
         "capstan_cold_commands_ms: a `capstan build` process (cold) + the release steps in this process + the start of `capstan release -h` (median of 5); capstan_warm_command_ms: a `capstan build` process with nothing changed",
         "not counted: release's console whoami round trip (loopback, a few ms)",
-        "floors, median of 5 after one unmeasured: `node -e \"\"`, and bench/build/warm-floor.cjs (Node's own modules only: read + sha256 of the source, one GET /images/json to the engine), spawned as the warm command is",
+        "floors, each round the median of 5 after one unmeasured, then the median of the rounds: `node -e \"\"`, and bench/build/warm-floor.cjs (Node's own modules only: read + sha256 of the source, the base image and the image list from the engine), spawned as the warm command is",
         "hand: docker create/cp/start -a/commit, create/cp/create/cp/commit, push release and build, rm, with the docker CLI",
         `engine n1 (${engine}), base ${base}, a fresh capstan registry per leg`,
       ],

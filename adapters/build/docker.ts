@@ -305,14 +305,14 @@ export async function putArchive(docker: Docker, containerId: string, tar: Buffe
  * alone), imported from a tar by the engine (POST /images/create?fromSrc=-): nothing is
  * downloaded. Untagged (tag it with tagImage); its ID is the answer.
  */
-export async function importFiles(docker: Docker, files: { name: string; content: Buffer }[], labels: Record<string, string>, what: string): Promise<string> {
+export async function importFiles(docker: Docker, files: { name: string; content: Buffer }[], labels: Record<string, string>, what: string, interrupt?: AbortSignal): Promise<string> {
   const p = pack();
   const done = packedBytes(p);
   for (const f of files) p.entry({ name: f.name, mode: 0o644, mtime: new Date(0), size: f.content.length }, f.content);
   p.finalize();
   const tar = await done;
   const changes = Object.entries(labels).map(([k, v]) => `LABEL ${k}=${JSON.stringify(v)}`);
-  const stream = (await docker.importImage(tar as unknown as NodeJS.ReadableStream, { changes, abortSignal: signal() } as object)) as unknown as Readable;
+  const stream = (await docker.importImage(tar as unknown as NodeJS.ReadableStream, { changes, abortSignal: interrupt ? AbortSignal.any([signal(), interrupt]) : signal() } as object)) as unknown as Readable;
   const events = await followStream(docker, stream, `import of ${what}`);
   // The engine's last word on an import is the new image's ID.
   const id = events.map((e) => e.status).findLast((status) => typeof status === "string" && /^sha256:[0-9a-f]{64}$/.test(status));

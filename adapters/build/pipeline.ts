@@ -240,10 +240,9 @@ export async function release(
   const appLabel = { [labels.app]: app };
   // Containers being removed; the release waits for them before it ends, and fails with them.
   const removals: Promise<void>[] = [];
-  const metaImage = importFiles(ctx.docker, [{ name: basename(o.definitionFile), content: Buffer.from(o.definitionText) }], { ...appLabel, [labels.kind]: "meta" }, `the meta image of ${app}`);
   // Awaited below; handled now, so that its failure while the release image is made is not an
   // unhandled rejection.
-  metaImage.catch(() => {});
+  const metaImage = handled(importFiles(ctx.docker, [{ name: basename(o.definitionFile), content: Buffer.from(o.definitionText) }], { ...appLabel, [labels.kind]: "meta" }, `the meta image of ${app}`, ctx.signal));
   let metaTagged = false;
   try {
     let tag: string;
@@ -266,7 +265,7 @@ export async function release(
         checkInterrupt(ctx);
         await commit(ctx.docker, to.value, { repo: repository, tag, labels: { ...appLabel, [labels.kind]: "release" }, keep: dest });
       } finally {
-        for (const c of [from, to]) if (c.status === "fulfilled") removals.push(removeContainer(ctx.docker, c.value));
+        for (const c of [from, to]) if (c.status === "fulfilled") removals.push(handled(removeContainer(ctx.docker, c.value)));
       }
     } else {
       tag = releaseTag(now, contentDigest([b.id]));
@@ -281,23 +280,52 @@ export async function release(
       const push = (tags: string[]) => {
         checkInterrupt(ctx);
         for (const t of tags) ctx.out(`capstan: push ${repository}:${t}\n`, "stderr");
-        return allOrFirstError(tags.map((t) => pushImage(ctx.docker, repository, t, auth, o.pushTimeoutMs, ctx.signal)));
+        // One push failing stops the others of its group: the command fails with the first.
+        const stop = new AbortController();
+        const signal = ctx.signal ? AbortSignal.any([ctx.signal, stop.signal]) : stop.signal;
+        return allOrFirstError(
+          tags.map((t) => pushImage(ctx.docker, repository, t, auth, o.pushTimeoutMs, signal)),
+          () => stop.abort(new BuildError("stopped: another push of this release failed")),
+        );
       };
       await push([b.tag, meta]);
+      // Before the release is pushed (it was not on the way: the pushes above took longer), so
+      // that a release in the registry is one that succeeded.
+      await allOrFirstError(removals);
       await push([tag]);
     }
     await allOrFirstError(removals);
     return { repository, release: tag, meta, build: b.tag, pushed: o.auth !== undefined };
   } finally {
     // On a failure: the containers still go, so does a meta image that never got its tag, and the
-    // failure is the step's, not a cleanup's.
-    if (!metaTagged) removals.push(metaImage.then((id) => removeImage(ctx.docker, id)));
+    // failure is the step's, not a cleanup's. The import is waited for whatever happens: it may
+    // finish after the step that failed.
+    const madeMeta = await metaImage.catch(() => undefined);
+    if (!metaTagged && madeMeta !== undefined) removals.push(removeImage(ctx.docker, madeMeta));
     await Promise.allSettled(removals);
   }
 }
 
-/** Wait for every one of `work` (none left running), then fail with the first failure, if any. */
-async function allOrFirstError(work: Promise<unknown>[]): Promise<void> {
-  const failed = (await Promise.allSettled(work)).find((r) => r.status === "rejected");
-  if (failed) throw failed.reason;
+/** `work`, with its failure handled now (it is awaited later): not an unhandled rejection meanwhile. */
+function handled<T>(work: Promise<T>): Promise<T> {
+  work.catch(() => {});
+  return work;
+}
+
+/**
+ * Wait for every one of `work` (none left running), then fail with the one that failed first, if
+ * any; `onFailure` is called at that first failure (to stop the others).
+ */
+async function allOrFirstError(work: Promise<unknown>[], onFailure?: () => void): Promise<void> {
+  let first: { error: unknown } | undefined;
+  await Promise.all(
+    work.map((w) =>
+      w.catch((error: unknown) => {
+        if (first !== undefined) return;
+        first = { error };
+        onFailure?.();
+      }),
+    ),
+  );
+  if (first !== undefined) throw first.error;
 }

@@ -137,6 +137,43 @@ describe("release.copy and tags", () => {
     expect(await metaImages()).toEqual(before); // the meta image made meanwhile is gone again
   });
 
+  it("fails a release whose container removal fails, with that error (never an unhandled rejection while it tags and pushes)", async () => {
+    const c = ctx({ build: { base: services.testImage, script: ["echo rm > r.txt"] }, release: { copy: [{ src: "r.txt", dest: "/r.txt" }] } });
+    await build(c);
+    // The engine removes the container, then answers 500; tagging is slow, so the removal's
+    // failure comes while the release goes on.
+    const failingRemove = new Proxy(docker, {
+      get(target, prop, receiver) {
+        if (prop === "getContainer") {
+          return (id: string) => {
+            const container = target.getContainer(id);
+            return new Proxy(container, {
+              get: (t, p) =>
+                p === "remove"
+                  ? async (o: object) => {
+                      await t.remove(o);
+                      throw Object.assign(new Error("removal failed (the engine said 500)"), { statusCode: 500 });
+                    }
+                  : (Reflect.get(t, p) as unknown),
+            });
+          };
+        }
+        if (prop === "getImage") {
+          return (name: string) => {
+            const image = target.getImage(name);
+            return new Proxy(image, {
+              get: (t, p) => (p === "tag" ? async (o: object) => (await new Promise((r) => setTimeout(r, 300)), t.tag(o as never)) : (Reflect.get(t, p) as unknown)),
+            });
+          };
+        }
+        return Reflect.get(target, prop, receiver) as unknown;
+      },
+    });
+    const failed = await release({ ...c, docker: failingRemove }, { registry: "127.0.0.1:1", definitionFile: "app.yaml", definitionText: "x", pushTimeoutMs: 10_000 }).catch((err: unknown) => err);
+    expect((failed as Error).message).toBe("removal failed (the engine said 500)");
+    expect(await containersLeft()).toEqual([]);
+  });
+
   it("tags a cached build image that lost its tag again, never with an empty tag", async () => {
     const c = ctx({ build: { base: services.testImage, script: ["echo untagged > u.txt"] } });
     const first = (await build(c))!;
