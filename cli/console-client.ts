@@ -70,6 +70,15 @@ export class ConsoleClient {
     return (await this.http.request("PUT", `/api/v1/apps/${encodeURIComponent(appname)}/maintainers`, { maintainers })) as AppRecord;
   }
 
+  /**
+   * Add and remove maintainers, worked out by the console from the list as stored (PATCH): the
+   * app as it is now, and who was actually added and removed. ApiError 400 for a bad e-mail or an
+   * edit that would leave none, 404 for no app.
+   */
+  async editMaintainers(appname: string, edit: { add?: string[]; remove?: string[] }): Promise<{ app: AppRecord; added: string[]; removed: string[] }> {
+    return (await this.http.request("PATCH", `/api/v1/apps/${encodeURIComponent(appname)}/maintainers`, edit)) as { app: AppRecord; added: string[]; removed: string[] };
+  }
+
   async listApps(): Promise<AppRecord[]> {
     const body = await this.http.request("GET", "/api/v1/apps");
     if (!Array.isArray(body)) throw new ApiError(200, "BadAnswer", "GET /api/v1/apps did not answer a list");

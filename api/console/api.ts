@@ -6,6 +6,7 @@
 //   GET    /api/v1/apps/<app>                                            200 AppRecord | 404
 //   DELETE /api/v1/apps/<app>                                            200 {appname, deleted} | 404
 //   PUT    /api/v1/apps/<app>/maintainers  {maintainers}                 200 AppRecord | 400 | 404
+//   PATCH  /api/v1/apps/<app>/maintainers  {add?, remove?}               200 {app, added, removed} | 400 | 404
 //   POST   /api/v1/tokens                  {user, role?, expiresIn?}     201 {id, token, user, role, createdAt, expiresAt?}
 //   GET    /api/v1/tokens                                                200 [{id, user, role, createdAt, expiresAt?}]
 //   DELETE /api/v1/tokens/<id>                                           200 {id, deleted} | 404 | 409 last admin token
@@ -41,6 +42,7 @@ import {
   tokenKey,
   tokensPrefix,
 } from "./records.ts";
+import { editMaintainers } from "./maintainers.ts";
 import { generateToken, hashSecret } from "./tokens.ts";
 import { registryTokenApi, type RegistryTokenApiOptions } from "./registry-token.ts";
 import { ssoApi, type SsoLogin } from "./sso.ts";
@@ -62,6 +64,13 @@ export interface ConsoleApiOptions {
 
 const CreateAppBody = z.strictObject({ appname: AppName, maintainers: Maintainers });
 const MaintainersBody = z.strictObject({ maintainers: Maintainers });
+const MaintainersEditBody = z
+  .strictObject({
+    add: z.array(Email).max(100, "must list at most 100 e-mails").optional(),
+    remove: z.array(Email).max(100, "must list at most 100 e-mails").optional(),
+  })
+  .refine((b) => (b.add?.length ?? 0) + (b.remove?.length ?? 0) > 0, { message: "must add or remove at least one e-mail", path: ["add"] })
+  .refine((b) => !(b.add ?? []).some((e) => (b.remove ?? []).includes(e)), { message: "must not name an e-mail in both add and remove", path: ["remove"] });
 const CreateTokenBody = z
   .strictObject({
     user: z.string().min(1, "must not be empty").max(254, "must be at most 254 characters"),
@@ -99,7 +108,13 @@ const CreateTokenBody = z
   });
 
 /** Optimistic read-modify-write attempts before answering 503 (only under heavy contention). */
-const casAttempts = 5;
+const casAttempts = 8;
+
+/**
+ * Before a read-modify-write's next attempt: a random wait, longer after each lost attempt (up to
+ * 4, 8, ..., 256 ms), so that edits at once take turns instead of colliding again.
+ */
+const casBackoff = (attempt: number) => new Promise((resolve) => setTimeout(resolve, Math.random() * 4 * 2 ** attempt));
 
 export function createConsoleApi(opts: ConsoleApiOptions): Hono {
   const { store } = opts;
@@ -172,6 +187,30 @@ export function createConsoleApi(opts: ConsoleApiOptions): Hono {
         log.info({ app: name, maintainers: next.maintainers.length }, "maintainers changed");
         return c.json(next);
       }
+      await casBackoff(attempt);
+    }
+    throw unavailable(`app ${name} is changing too often; retry`);
+  });
+
+  // Who is added and removed is worked out from the list as stored, in the compare-and-swap loop:
+  // two edits at once both land.
+  app.patch("/api/v1/apps/:app/maintainers", async (c) => {
+    await admin(c);
+    const name = appParam(c);
+    const body = await readJsonBody(c, MaintainersEditBody, "maintainers edit");
+    for (let attempt = 0; attempt < casAttempts; attempt++) {
+      const { kv, record } = await readApp(name);
+      const edited = editMaintainers(record.maintainers, { add: body.add ?? [], remove: body.remove ?? [] });
+      if ("error" in edited) throw badRequest(`invalid maintainers edit: remove: app ${name} ${edited.error}`, [{ path: "remove", message: `app ${name} ${edited.error}` }]);
+      if (edited.added.length === 0 && edited.removed.length === 0) return c.json({ app: record, added: [], removed: [] });
+      const next: AppRecord = { ...record, maintainers: edited.maintainers };
+      const result = await store.put(kv.key, JSON.stringify(next), { expect: [{ key: kv.key, target: "modRevision", equals: kv.modRevision }] });
+      if (result.succeeded) {
+        changed();
+        log.info({ app: name, added: edited.added.length, removed: edited.removed.length }, "maintainers changed");
+        return c.json({ app: next, added: edited.added, removed: edited.removed });
+      }
+      await casBackoff(attempt);
     }
     throw unavailable(`app ${name} is changing too often; retry`);
   });

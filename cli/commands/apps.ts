@@ -3,7 +3,8 @@
 // with the console, list the registered ones, change an app's maintainers (admin token).
 import { clusterClients, clusterCommandOptionDefs, currentCluster, positionals } from "../cluster-options.ts";
 import { CommandFailure, reportFailure } from "../failure.ts";
-import { addMaintainers, emailArgs, removeMaintainers } from "../maintainers.ts";
+import { ApiError } from "../http-errors.ts";
+import { editNote, emailArgs } from "../maintainers.ts";
 import { parseArgs, usage, UsageError, type OptionDef } from "../options.ts";
 import { outputFormat, outputOptionDef } from "../output-option.ts";
 import { table } from "../render.ts";
@@ -87,9 +88,9 @@ async function list(argv: string[]): Promise<number> {
 }
 
 /**
- * `apps maintainers add|remove CLUSTER APP E-MAIL...`: read the app, work out the new list, PUT it
- * (the console's only maintainer write replaces the whole list). Adding one already there or
- * removing one not there changes nothing and says so (exit 0); removing the last one is refused.
+ * `apps maintainers add|remove CLUSTER APP E-MAIL...`: the console adds or removes them from the
+ * list as stored (PATCH), so two edits at once both land. Adding one already there or removing
+ * one not there changes nothing and says so (exit 0); removing the last one is refused.
  */
 async function maintainers(argv: string[]): Promise<number> {
   const [verb, ...rest] = argv;
@@ -122,11 +123,16 @@ examples:
   const command = `apps maintainers ${verbName}`;
   try {
     const consoleClient = clusterClients(cluster, args.options).console;
-    const record = await consoleClient.getApp(app);
-    const edit = verbName === "add" ? addMaintainers(app, record.maintainers, emails) : removeMaintainers(app, record.maintainers, emails);
-    if ("error" in edit) throw new CommandFailure(edit.error);
-    const after = edit.changed ? await consoleClient.setMaintainers(app, edit.maintainers) : record;
-    process.stdout.write(output === "json" ? `${JSON.stringify(after, null, 2)}\n` : `${edit.note} (maintainers: ${after.maintainers.join(", ")})\n`);
+    let done: Awaited<ReturnType<typeof consoleClient.editMaintainers>>;
+    try {
+      done = await consoleClient.editMaintainers(app, verbName === "add" ? { add: emails } : { remove: emails });
+    } catch (e) {
+      // The console's refusal to leave the app without a maintainer, said as the command's own.
+      const last = e instanceof ApiError && e.status === 400 && e.details?.[0]?.path === "remove" ? e.details[0].message : undefined;
+      throw last !== undefined ? new CommandFailure(last) : e;
+    }
+    const note = editNote(app, verbName, emails, done);
+    process.stdout.write(output === "json" ? `${JSON.stringify(done.app, null, 2)}\n` : `${note} (maintainers: ${done.app.maintainers.join(", ")})\n`);
     return 0;
   } catch (e) {
     return reportFailure(command, e);

@@ -102,7 +102,12 @@ describe("capstan console and the console's client commands", () => {
     expect(unknown.stderr).toMatch(/NotFound: app .* is not registered/);
     const bad = await capstan(["apps", "maintainers", "add", "t", app, "not-an-email"]);
     expect(bad.code).toBe(1);
-    expect(bad.stderr).toMatch(/maintainers\[\d\]: must be an e-mail address/);
+    expect(bad.stderr).toMatch(/add\[\d\]: must be an e-mail address/);
+    // Several at once: each lands (the console edits the list as stored).
+    const at = await Promise.all(["d@example.com", "e@example.com", "f@example.com"].map((e) => capstan(["apps", "maintainers", "add", "t", app, e])));
+    expect(at.map((r) => r.code)).toEqual([0, 0, 0]);
+    const after = await capstan(["apps", "list", "t", "-o", "json"]);
+    expect(JSON.parse(after.stdout)[0].maintainers).toEqual(expect.arrayContaining(["bob@example.com", "carol@example.com", "d@example.com", "e@example.com", "f@example.com"]));
   });
 
   it("capstan --version prints package.json's version", async () => {

@@ -80,6 +80,35 @@ describe.each(stores)("console on %s", (storeName, open) => {
     expect((await h.call("PUT", `/api/v1/apps/${other}/maintainers`, { body: { maintainers: ["b@example.com"] }, token: h.admin.token })).status).toBe(404);
   });
 
+  it("adds and removes maintainers from the list as stored (PATCH): edits at once all land", async () => {
+    const other = `${app}-edit`;
+    await h.createApp(other, ["a@example.com"]);
+    const patch = (body: unknown) => h.call("PATCH", `/api/v1/apps/${other}/maintainers`, { body, token: h.admin.token });
+    const added = await patch({ add: ["B@Example.com", "a@example.com"] });
+    expect(added.status).toBe(200);
+    expect(added.body).toMatchObject({ app: { appname: other, maintainers: ["a@example.com", "b@example.com"] }, added: ["b@example.com"], removed: [] });
+    const removed = await patch({ remove: ["a@example.com", "zed@example.com"] });
+    expect(removed.body).toMatchObject({ app: { maintainers: ["b@example.com"] }, added: [], removed: ["a@example.com"] });
+    // Nothing to do: nothing written.
+    const revision = await store.revision();
+    expect((await patch({ remove: ["zed@example.com"] })).body).toMatchObject({ app: { maintainers: ["b@example.com"] }, added: [], removed: [] });
+    expect(await store.revision()).toBe(revision);
+    // Ten admins adding one each at once: every one lands (a read, then a PUT of the whole list, would lose most).
+    const many = Array.from({ length: 10 }, (_, i) => `m${i}@example.com`);
+    const answers = await Promise.all(many.map((e) => patch({ add: [e] })));
+    expect(answers.map((a) => a.status)).toEqual(many.map(() => 200));
+    expect(JSON.parse((await store.get(appKey(other)))!.value).maintainers).toEqual(expect.arrayContaining(["b@example.com", ...many]));
+    expect(JSON.parse((await store.get(appKey(other)))!.value).maintainers).toHaveLength(11);
+    // The last one stays: refused, naming remove, nothing written.
+    const before = (await store.get(appKey(other)))!.value;
+    const last = await patch({ remove: ["b@example.com", ...many] });
+    expect(last.status).toBe(400);
+    expect(last.body.details).toEqual([{ path: "remove", message: expect.stringMatching(new RegExp(`^app ${other} would have no maintainer left \\(it has b@example\\.com, m\\d@example\\.com, .*\\): add the new one first$`)) }]);
+    expect((await store.get(appKey(other)))!.value).toBe(before);
+    expect((await h.call("PATCH", `/api/v1/apps/${other}-none/maintainers`, { body: { add: ["b@example.com"] }, token: h.admin.token })).status).toBe(404);
+    await h.call("DELETE", `/api/v1/apps/${other}`, { token: h.admin.token });
+  });
+
   it("shows a token once and stores only the hash of its secret", async () => {
     const created = await h.call("POST", "/api/v1/tokens", { body: { user: "Dave@Example.com", expiresIn: "24h" }, token: h.admin.token });
     expect(created.status).toBe(201);
@@ -150,6 +179,7 @@ describe.each(stores)("console on %s", (storeName, open) => {
       ["GET", `/api/v1/apps/${app}`],
       ["DELETE", `/api/v1/apps/${app}`],
       ["PUT", `/api/v1/apps/${app}/maintainers`, { maintainers: ["a@example.com"] }],
+      ["PATCH", `/api/v1/apps/${app}/maintainers`, { add: ["a@example.com"] }],
       ["POST", "/api/v1/tokens", { user: "x@example.com" }],
       ["GET", "/api/v1/tokens"],
       ["DELETE", `/api/v1/tokens/${h.admin.id}`],
@@ -185,6 +215,10 @@ describe.each(stores)("console on %s", (storeName, open) => {
     { what: "malformed JSON", method: "POST", path: "/api/v1/apps", body: "{", headers: { "content-type": "application/json" }, status: 400, field: "body" },
     { what: "not JSON", method: "POST", path: "/api/v1/apps", body: "appname=x", headers: { "content-type": "application/x-www-form-urlencoded" }, status: 400, field: "content-type" },
     { what: "maintainers change not e-mail", method: "PUT", path: `/api/v1/apps/${app}/maintainers`, body: { maintainers: ["nope"] }, status: 400, field: "maintainers[0]" },
+    { what: "maintainers edit: add not an e-mail", method: "PATCH", path: `/api/v1/apps/${app}/maintainers`, body: { add: ["nope"] }, status: 400, field: "add[0]" },
+    { what: "maintainers edit: nothing to do", method: "PATCH", path: `/api/v1/apps/${app}/maintainers`, body: {}, status: 400, field: "add" },
+    { what: "maintainers edit: one e-mail both added and removed", method: "PATCH", path: `/api/v1/apps/${app}/maintainers`, body: { add: ["x@example.com"], remove: ["X@example.com"] }, status: 400, field: "remove" },
+    { what: "maintainers edit: unknown field", method: "PATCH", path: `/api/v1/apps/${app}/maintainers`, body: { maintainers: ["x@example.com"] }, status: 400, field: "maintainers" },
     { what: "bad app name in the URL", method: "GET", path: "/api/v1/apps/Bad_Name", status: 400, field: "app" },
     { what: "token user not an e-mail", method: "POST", path: "/api/v1/tokens", body: { user: "alice" }, status: 400, field: "user" },
     { what: "token role unknown", method: "POST", path: "/api/v1/tokens", body: { user: "a@example.com", role: "root" }, status: 400, field: "role" },

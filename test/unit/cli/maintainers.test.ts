@@ -1,29 +1,42 @@
 import { describe, expect, it } from "vitest";
-import { addMaintainers, emailArgs, removeMaintainers } from "../../../cli/maintainers.ts";
+import { editNote, emailArgs } from "../../../cli/maintainers.ts";
+import { editMaintainers } from "../../../api/console/maintainers.ts";
 
-describe("apps maintainers add|remove: the new list", () => {
+describe("apps maintainers add|remove", () => {
   it("reads e-mails from several arguments, comma-separated, trimmed, lower case, once each", () => {
     expect(emailArgs(["Carol@Example.com", "dave@example.com, carol@example.com", ","])).toEqual(["carol@example.com", "dave@example.com"]);
   });
 
-  it("adds the new ones after the old, and says which were there already", () => {
-    expect(addMaintainers("hello", ["alice@example.com"], ["bob@example.com", "alice@example.com"])).toEqual({
-      changed: true,
-      maintainers: ["alice@example.com", "bob@example.com"],
-      note: "app hello: added bob@example.com; alice@example.com was already maintainer",
-    });
-    expect(addMaintainers("hello", ["alice@example.com"], ["alice@example.com"])).toMatchObject({ changed: false, maintainers: ["alice@example.com"] });
+  it("says who was added, and which were there already", () => {
+    expect(editNote("hello", "add", ["bob@example.com", "alice@example.com"], { added: ["bob@example.com"], removed: [] })).toBe("app hello: added bob@example.com; alice@example.com was already maintainer");
+    expect(editNote("hello", "add", ["a@example.com", "b@example.com"], { added: [], removed: [] })).toBe("app hello: nothing changed (a@example.com, b@example.com were already maintainers)");
   });
 
-  it("removes, says who was not there, and keeps at least one maintainer", () => {
-    expect(removeMaintainers("hello", ["alice@example.com", "bob@example.com"], ["alice@example.com", "zed@example.com"])).toEqual({
-      changed: true,
+  it("says who was removed, and which were not maintainers", () => {
+    expect(editNote("hello", "remove", ["alice@example.com", "zed@example.com"], { added: [], removed: ["alice@example.com"] })).toBe("app hello: removed alice@example.com; zed@example.com was not a maintainer");
+    expect(editNote("hello", "remove", ["zed@example.com"], { added: [], removed: [] })).toBe("app hello: nothing changed (zed@example.com was not a maintainer)");
+  });
+});
+
+describe("the console's maintainers edit (from the list as stored)", () => {
+  it("appends the new ones after the old, once each, and removes", () => {
+    expect(editMaintainers(["alice@example.com"], { add: ["bob@example.com", "alice@example.com", "bob@example.com"], remove: [] })).toEqual({
+      maintainers: ["alice@example.com", "bob@example.com"],
+      added: ["bob@example.com"],
+      removed: [],
+    });
+    expect(editMaintainers(["alice@example.com", "bob@example.com"], { add: [], remove: ["alice@example.com", "zed@example.com"] })).toEqual({
       maintainers: ["bob@example.com"],
-      note: "app hello: removed alice@example.com; zed@example.com was not a maintainer",
+      added: [],
+      removed: ["alice@example.com"],
     });
-    expect(removeMaintainers("hello", ["alice@example.com"], ["zed@example.com"])).toMatchObject({ changed: false, maintainers: ["alice@example.com"] });
-    expect(removeMaintainers("hello", ["alice@example.com", "bob@example.com"], ["alice@example.com", "bob@example.com"])).toEqual({
-      error: "app hello would have no maintainer left (it has alice@example.com, bob@example.com); add the new one first (capstan apps maintainers add)",
+  });
+
+  it("keeps at least one maintainer", () => {
+    expect(editMaintainers(["alice@example.com", "bob@example.com"], { add: [], remove: ["alice@example.com", "bob@example.com"] })).toEqual({
+      error: "would have no maintainer left (it has alice@example.com, bob@example.com): add the new one first",
     });
+    // Adding the new one in the same edit is fine.
+    expect(editMaintainers(["alice@example.com"], { add: ["carol@example.com"], remove: ["alice@example.com"] })).toMatchObject({ maintainers: ["carol@example.com"] });
   });
 });
