@@ -112,9 +112,10 @@ const casAttempts = 8;
 
 /**
  * Before a read-modify-write's next attempt: a random wait, longer after each lost attempt (up to
- * 4, 8, ..., 256 ms), so that edits at once take turns instead of colliding again.
+ * 4, 8, ..., 256 ms), so that edits at once take turns instead of colliding again. None after the
+ * last.
  */
-const casBackoff = (attempt: number) => new Promise((resolve) => setTimeout(resolve, Math.random() * 4 * 2 ** attempt));
+const casBackoff = (attempt: number) => (attempt + 1 < casAttempts ? new Promise((resolve) => setTimeout(resolve, Math.random() * 4 * 2 ** attempt)) : Promise.resolve());
 
 export function createConsoleApi(opts: ConsoleApiOptions): Hono {
   const { store } = opts;
@@ -201,7 +202,7 @@ export function createConsoleApi(opts: ConsoleApiOptions): Hono {
     for (let attempt = 0; attempt < casAttempts; attempt++) {
       const { kv, record } = await readApp(name);
       const edited = editMaintainers(record.maintainers, { add: body.add ?? [], remove: body.remove ?? [] });
-      if ("error" in edited) throw badRequest(`invalid maintainers edit: remove: app ${name} ${edited.error}`, [{ path: "remove", message: `app ${name} ${edited.error}` }]);
+      if ("error" in edited) throw badRequest(`invalid maintainers edit: ${edited.field}: app ${name} ${edited.error}`, [{ path: edited.field, message: `app ${name} ${edited.error}` }]);
       if (edited.added.length === 0 && edited.removed.length === 0) return c.json({ app: record, added: [], removed: [] });
       const next: AppRecord = { ...record, maintainers: edited.maintainers };
       const result = await store.put(kv.key, JSON.stringify(next), { expect: [{ key: kv.key, target: "modRevision", equals: kv.modRevision }] });

@@ -3,6 +3,7 @@
 //   /platform/console/tokens/<id>  = TokenRecord (the hash of the secret part, never the token)
 // Names and e-mails are validated here, once, for the API and for ensureAdminToken alike.
 import { z } from "zod";
+import { maxMaintainers } from "./maintainers.ts";
 
 export const consolePrefix = "/platform/console/";
 export const appsPrefix = `${consolePrefix}apps/`;
@@ -28,7 +29,7 @@ export const Email = z
 export const Maintainers = z
   .array(Email)
   .min(1, "must list at least one maintainer")
-  .max(100, "must list at most 100 maintainers")
+  .max(maxMaintainers, `must list at most ${maxMaintainers} maintainers`)
   .transform((list) => [...new Set(list)]);
 
 /**

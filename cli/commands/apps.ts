@@ -128,8 +128,9 @@ examples:
       done = await consoleClient.editMaintainers(app, verbName === "add" ? { add: emails } : { remove: emails });
     } catch (e) {
       // The console's refusal to leave the app without a maintainer, said as the command's own.
-      const last = e instanceof ApiError && e.status === 400 && e.details?.[0]?.path === "remove" ? e.details[0].message : undefined;
-      throw last !== undefined ? new CommandFailure(last) : e;
+      const detail = e instanceof ApiError && e.status === 400 ? e.details?.[0] : undefined;
+      const last = detail?.path === "remove" && /would have no maintainer left/.test(detail.message);
+      throw last ? new CommandFailure(`${detail.message} (capstan apps maintainers add)`) : e;
     }
     const note = editNote(app, verbName, emails, done);
     process.stdout.write(output === "json" ? `${JSON.stringify(done.app, null, 2)}\n` : `${note} (maintainers: ${done.app.maintainers.join(", ")})\n`);

@@ -106,6 +106,11 @@ describe.each(stores)("console on %s", (storeName, open) => {
     expect(last.body.details).toEqual([{ path: "remove", message: expect.stringMatching(new RegExp(`^app ${other} would have no maintainer left \\(it has b@example\\.com, m\\d@example\\.com, .*\\): add the new one first$`)) }]);
     expect((await store.get(appKey(other)))!.value).toBe(before);
     expect((await h.call("PATCH", `/api/v1/apps/${other}-none/maintainers`, { body: { add: ["b@example.com"] }, token: h.admin.token })).status).toBe(404);
+    // No more than 100, as POST and PUT: refused, naming add, nothing written.
+    const over = await patch({ add: Array.from({ length: 90 }, (_, i) => `over${i}@example.com`) });
+    expect(over.status).toBe(400);
+    expect(over.body.details).toEqual([{ path: "add", message: `app ${other} would have 101 maintainers, more than 100` }]);
+    expect((await store.get(appKey(other)))!.value).toBe(before);
     await h.call("DELETE", `/api/v1/apps/${other}`, { token: h.admin.token });
   });
 

@@ -32,8 +32,17 @@ describe("the console's maintainers edit (from the list as stored)", () => {
     });
   });
 
+  it("compares stored e-mails as the API stores them, and keeps to the most maintainers an app has", () => {
+    expect(editMaintainers([" Alice@Example.com"], { add: ["alice@example.com"], remove: [] })).toMatchObject({ added: [] });
+    expect(editMaintainers([" Alice@Example.com", "b@example.com"], { add: [], remove: ["alice@example.com"] })).toEqual({ maintainers: ["b@example.com"], added: [], removed: [" Alice@Example.com"] });
+    const hundred = Array.from({ length: 100 }, (_, i) => `m${i}@example.com`);
+    expect(editMaintainers(hundred, { add: ["x@example.com"], remove: [] })).toEqual({ field: "add", error: "would have 101 maintainers, more than 100" });
+    expect(editMaintainers(hundred, { add: ["x@example.com"], remove: ["m0@example.com"] })).toMatchObject({ added: ["x@example.com"], removed: ["m0@example.com"] });
+  });
+
   it("keeps at least one maintainer", () => {
     expect(editMaintainers(["alice@example.com", "bob@example.com"], { add: [], remove: ["alice@example.com", "bob@example.com"] })).toEqual({
+      field: "remove",
       error: "would have no maintainer left (it has alice@example.com, bob@example.com): add the new one first",
     });
     // Adding the new one in the same edit is fine.
