@@ -42,7 +42,7 @@ import {
   tokenKey,
   tokensPrefix,
 } from "./records.ts";
-import { editMaintainers } from "./maintainers.ts";
+import { editMaintainers, type MaintainersEdited } from "./maintainers.ts";
 import { generateToken, hashSecret } from "./tokens.ts";
 import { registryTokenApi, type RegistryTokenApiOptions } from "./registry-token.ts";
 import { ssoApi, type SsoLogin } from "./sso.ts";
@@ -139,6 +139,27 @@ export function createConsoleApi(opts: ConsoleApiOptions): Hono {
     return { kv, record: decodeRecord(AppRecord, kv.key, kv.value) };
   };
 
+  /**
+   * Read-modify-write of an app's record, as a compare-and-swap that reads again (after a short
+   * random wait) when another write came first: `change` gives the record to write, or undefined
+   * when there is nothing to write. The record as it is after, written or not; 503 when the
+   * writes keep losing.
+   */
+  const changeApp = async (name: string, change: (record: AppRecord) => AppRecord | undefined): Promise<{ before: AppRecord; after: AppRecord }> => {
+    for (let attempt = 0; attempt < casAttempts; attempt++) {
+      const { kv, record } = await readApp(name);
+      const next = change(record);
+      if (next === undefined) return { before: record, after: record };
+      const result = await store.put(kv.key, JSON.stringify(next), { expect: [{ key: kv.key, target: "modRevision", equals: kv.modRevision }] });
+      if (result.succeeded) {
+        changed();
+        return { before: record, after: next };
+      }
+      await casBackoff(attempt);
+    }
+    throw unavailable(`app ${name} is changing too often; retry`);
+  };
+
   app.post("/api/v1/apps", async (c) => {
     await admin(c);
     const body = await readJsonBody(c, CreateAppBody, "app");
@@ -179,18 +200,9 @@ export function createConsoleApi(opts: ConsoleApiOptions): Hono {
     await admin(c);
     const name = appParam(c);
     const body = await readJsonBody(c, MaintainersBody, "maintainers");
-    for (let attempt = 0; attempt < casAttempts; attempt++) {
-      const { kv, record } = await readApp(name);
-      const next: AppRecord = { ...record, maintainers: body.maintainers };
-      const result = await store.put(kv.key, JSON.stringify(next), { expect: [{ key: kv.key, target: "modRevision", equals: kv.modRevision }] });
-      if (result.succeeded) {
-        changed();
-        log.info({ app: name, maintainers: next.maintainers.length }, "maintainers changed");
-        return c.json(next);
-      }
-      await casBackoff(attempt);
-    }
-    throw unavailable(`app ${name} is changing too often; retry`);
+    const { after } = await changeApp(name, (record) => ({ ...record, maintainers: body.maintainers }));
+    log.info({ app: name, maintainers: after.maintainers.length }, "maintainers changed");
+    return c.json(after);
   });
 
   // Who is added and removed is worked out from the list as stored, in the compare-and-swap loop:
@@ -199,21 +211,15 @@ export function createConsoleApi(opts: ConsoleApiOptions): Hono {
     await admin(c);
     const name = appParam(c);
     const body = await readJsonBody(c, MaintainersEditBody, "maintainers edit");
-    for (let attempt = 0; attempt < casAttempts; attempt++) {
-      const { kv, record } = await readApp(name);
+    let done: MaintainersEdited = { maintainers: [], added: [], removed: [] };
+    const { after } = await changeApp(name, (record) => {
       const edited = editMaintainers(record.maintainers, { add: body.add ?? [], remove: body.remove ?? [] });
       if ("error" in edited) throw badRequest(`invalid maintainers edit: ${edited.field}: app ${name} ${edited.error}`, [{ path: edited.field, message: `app ${name} ${edited.error}` }]);
-      if (edited.added.length === 0 && edited.removed.length === 0) return c.json({ app: record, added: [], removed: [] });
-      const next: AppRecord = { ...record, maintainers: edited.maintainers };
-      const result = await store.put(kv.key, JSON.stringify(next), { expect: [{ key: kv.key, target: "modRevision", equals: kv.modRevision }] });
-      if (result.succeeded) {
-        changed();
-        log.info({ app: name, added: edited.added.length, removed: edited.removed.length }, "maintainers changed");
-        return c.json({ app: next, added: edited.added, removed: edited.removed });
-      }
-      await casBackoff(attempt);
-    }
-    throw unavailable(`app ${name} is changing too often; retry`);
+      done = edited;
+      return edited.added.length === 0 && edited.removed.length === 0 ? undefined : { ...record, maintainers: edited.maintainers };
+    });
+    if (done.added.length > 0 || done.removed.length > 0) log.info({ app: name, added: done.added.length, removed: done.removed.length }, "maintainers changed");
+    return c.json({ app: after, added: done.added, removed: done.removed });
   });
 
   app.post("/api/v1/tokens", async (c) => {
