@@ -4,7 +4,7 @@
 // with that command's module and what it imports, not the other commands'. A bundle is a CommonJS
 // file run as Node runs one, but with V8's cache of its compiled code (runBundle), so a start
 // neither reads nor compiles code its command does not run: `capstan build -h` starts in about
-// 0.09 s, where `node -e ""` takes 0.07 s (docs/cli.md). Bundles are only a cache, under
+// 0.11 s, where `node -e ""` takes 0.07 s (docs/cli.md). Bundles are only a cache, under
 // node_modules/.cache/capstan-cli: made on a command's first start, made again when any source file
 // in it (or tsconfig.json, package.json, this file, esbuild, a bundled package's package.json,
 // node_modules/.package-lock.json) changed, so editing a source needs no build step.
