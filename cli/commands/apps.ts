@@ -130,7 +130,12 @@ examples:
       // The console's refusal to leave the app without a maintainer, said as the command's own.
       const detail = e instanceof ApiError && e.status === 400 ? e.details?.[0] : undefined;
       const last = detail?.path === "remove" && /would have no maintainer left/.test(detail.message);
-      throw last ? new CommandFailure(`${detail.message} (capstan apps maintainers add)`) : e;
+      if (last) throw new CommandFailure(`${detail.message} (capstan apps maintainers add)`);
+      // A console from before the edit (PATCH) existed.
+      if (e instanceof ApiError && e.status === 404 && /^no route for PATCH /.test(e.message)) {
+        throw new CommandFailure(`the console at ${consoleClient.server} cannot edit maintainers (no PATCH /api/v1/apps/APP/maintainers): upgrade it`);
+      }
+      throw e;
     }
     const note = editNote(app, verbName, emails, done);
     process.stdout.write(output === "json" ? `${JSON.stringify(done.app, null, 2)}\n` : `${note} (maintainers: ${done.app.maintainers.join(", ")})\n`);

@@ -6,6 +6,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer as createHttpServer } from "node:http";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -108,6 +109,28 @@ describe("capstan console and the console's client commands", () => {
     expect(at.map((r) => r.code)).toEqual([0, 0, 0]);
     const after = await capstan(["apps", "list", "t", "-o", "json"]);
     expect(JSON.parse(after.stdout)[0].maintainers).toEqual(expect.arrayContaining(["bob@example.com", "carol@example.com", "d@example.com", "e@example.com", "f@example.com"]));
+  });
+
+  it("apps maintainers against a console from before the edit (no PATCH) says to upgrade it", async () => {
+    // That console's answers: whoami (for the login) and its 404 for a route it does not have.
+    const old = createHttpServer((req, res) => {
+      const whoami = req.method === "GET" && req.url === "/api/v1/whoami";
+      const body = whoami
+        ? { id: "a".repeat(16), user: "admin", role: "admin", apps: [], allApps: true }
+        : { error: `no route for ${req.method} ${req.url}`, code: "NotFound", message: `no route for ${req.method} ${req.url}` };
+      res.writeHead(whoami ? 200 : 404, { "content-type": "application/json" }).end(JSON.stringify(body));
+    });
+    await new Promise<void>((resolve) => old.listen(0, "127.0.0.1", resolve));
+    try {
+      const oldUrl = `http://127.0.0.1:${(old.address() as { port: number }).port}`;
+      const login = await capstan(["login", "old", "-url", oldUrl, "-token", admin]);
+      expect(login.code, login.stderr).toBe(0);
+      const r = await capstan(["apps", "maintainers", "add", "old", app, "g@example.com"]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toBe(`capstan apps maintainers add: the console at ${oldUrl} cannot edit maintainers (no PATCH /api/v1/apps/APP/maintainers): upgrade it\n`);
+    } finally {
+      await new Promise((resolve) => old.close(resolve));
+    }
   });
 
   it("capstan --version prints package.json's version", async () => {
