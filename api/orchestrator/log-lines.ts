@@ -161,7 +161,11 @@ export function parseSince(text: string, nowMs: number): { ms: number } | { erro
   if (m) {
     const whole = Date.parse(`${m[1]}T${m[2]}${m[4]!.toUpperCase()}`);
     if (Number.isNaN(whole)) return { error: `${JSON.stringify(text)} is not a valid time` };
-    return { ms: whole + Number(`0.${m[3] ?? "0"}`) * 1000 };
+    // Kept to the microsecond, rounded down: milliseconds since the epoch in a double hold no finer
+    // (a unit in the last place is about 0.24 µs today), and a finer fraction could round up past
+    // the time of the very line it was read from, which `since` ("at or after") must keep.
+    const micros = Number((m[3] ?? "").padEnd(6, "0").slice(0, 6));
+    return { ms: whole + micros / 1000 };
   }
   if (text === "0") return { ms: nowMs };
   let total = 0;

@@ -2,6 +2,7 @@
 // wire formats, the merges (log-merge.ts) and which containers a request reads (logs.ts).
 import { describe, expect, it } from "vitest";
 import type { LogFrame } from "../../../adapters/cluster/index.ts";
+import { unixTime } from "../../../adapters/cluster/log-stream.ts";
 import { LineAssembler, ndjsonRecord, parseSince, prefixOf, textRecord, type LogLine, type LogRecord } from "../../../api/orchestrator/log-lines.ts";
 import { mergeByTime, mergeFollowing } from "../../../api/orchestrator/log-merge.ts";
 import { logTargets, maxLogStreams } from "../../../api/orchestrator/logs.ts";
@@ -72,6 +73,18 @@ describe("parseSince", () => {
     ["2026-11-23T00:00:00.000250Z", Date.parse("2026-11-23T00:00:00Z") + 0.25],
   ])("%s", (text, ms) => {
     expect(parseSince(text, now)).toEqual({ ms });
+  });
+
+  it("never asks the engine for a time after the one given (a line's own time keeps that line)", () => {
+    // 0.181298999 s: kept to the microsecond it rounded up to .181299 on about 3 % of such times.
+    const whole = Date.parse("2026-11-27T06:32:16Z") / 1000;
+    expect(unixTime((parseSince("2026-11-27T06:32:16.181298999Z", now) as { ms: number }).ms)).toBe(`${whole}.181298000`);
+    for (let i = 0; i < 20_000; i++) {
+      const nanos = String(Math.floor(Math.random() * 1e9)).padStart(9, "0");
+      const [seconds, fraction] = unixTime((parseSince(`2026-11-27T06:32:16.${nanos}Z`, now) as { ms: number }).ms).split(".");
+      expect(Number(seconds)).toBe(whole);
+      if (fraction! > nanos) expect.fail(`since .${fraction} is after the line's .${nanos}`);
+    }
   });
 
   it.each(["", "10", "ten minutes", "2026-11-23", "2026-11-23T00:00:00", "-5m", "2026-13-45T00:00:00Z"])("refuses %j", (text) => {
