@@ -86,13 +86,23 @@ async function byHand(dir: string, app: string, registry: string): Promise<numbe
   return performance.now() - t0;
 }
 
+/** The pipeline's context for the app in `src`, as `capstan build` and `capstan release` make it. */
+function pipelineContext(app: string, src: string): PipelineContext {
+  return { docker: connectEngine(engine), def: { appname: app, build: { base, script }, release: { destBase: base, copy: [{ src: "out/hello.txt", dest: "/hello.txt" }] } }, sourceDir: src, out: () => {}, scriptTimeoutMs: 120_000 };
+}
+
+/** The release's steps, pushed to `registry` (no auth: a loopback `capstan registry`). */
+async function releaseAndPush(ctx: PipelineContext, registry: string): Promise<void> {
+  await release(ctx, { registry, definitionFile: "app.yaml", definitionText: definition(ctx.def.appname), auth: { username: "bench", password: "x", serveraddress: registry }, pushTimeoutMs: 120_000 });
+}
+
 async function withCapstan(dir: string, app: string, registry: string): Promise<{ coldMs: number; warmMs: number }> {
   const src = await source(dir, app);
-  const ctx: PipelineContext = { docker: connectEngine(engine), def: { appname: app, build: { base, script }, release: { destBase: base, copy: [{ src: "out/hello.txt", dest: "/hello.txt" }] } }, sourceDir: src, out: () => {}, scriptTimeoutMs: 120_000 };
+  const ctx = pipelineContext(app, src);
   const t0 = performance.now();
   const b = await build(ctx);
   if (!b || b.cached) throw new Error("the cold build was a cache hit");
-  await release(ctx, { registry, definitionFile: "app.yaml", definitionText: definition(app), auth: { username: "bench", password: "x", serveraddress: registry }, pushTimeoutMs: 120_000 });
+  await releaseAndPush(ctx, registry);
   const coldMs = performance.now() - t0;
   const t1 = performance.now();
   const again = await build(ctx);
@@ -113,18 +123,18 @@ async function buildCommand(src: string): Promise<{ ms: number; cached: boolean 
 
 async function withCommands(dir: string, app: string, registry: string): Promise<{ coldMs: number; warmMs: number; releaseMs: number }> {
   const src = await source(dir, app);
-  const ctx: PipelineContext = { docker: connectEngine(engine), def: { appname: app, build: { base, script }, release: { destBase: base, copy: [{ src: "out/hello.txt", dest: "/hello.txt" }] } }, sourceDir: src, out: () => {}, scriptTimeoutMs: 120_000 };
+  const ctx = pipelineContext(app, src);
   const cold = await buildCommand(src);
   if (cold.cached) throw new Error("the cold capstan build was a cache hit");
   const t0 = performance.now();
-  await release(ctx, { registry, definitionFile: "app.yaml", definitionText: definition(app), auth: { username: "bench", password: "x", serveraddress: registry }, pushTimeoutMs: 120_000 });
+  await releaseAndPush(ctx, registry);
   const releaseMs = performance.now() - t0;
   const warm = await buildCommand(src);
   if (!warm.cached) throw new Error("the warm capstan build was not a cache hit");
   return { coldMs: cold.ms + releaseMs, warmMs: warm.ms, releaseMs };
 }
 
-/** A process spawned as the warm command is: the median of 5 runs after one (which reads the files into the page cache). */
+/** A process spawned as `capstan build` is here: the median of 5 runs after one (which reads its files into the page cache). */
 async function medianOfRuns(args: string[]): Promise<number> {
   const times: number[] = [];
   for (let i = 0; i < 6; i++) {
@@ -199,17 +209,8 @@ async function main(): Promise<void> {
     }
     // Each command's own start: node, the CLI and the command's modules (`capstan release -h` loads
     // what `capstan release` loads, then prints its usage).
-    const startOf = async (command: string): Promise<number> => {
-      const starts: number[] = [];
-      for (let i = 0; i < 5; i++) {
-        const t = performance.now();
-        await run(process.execPath, [capstanBin, command, "-h"], { timeout: 30_000 });
-        starts.push(performance.now() - t);
-      }
-      return percentile(starts, 50);
-    };
-    const buildStartMs = await startOf("build");
-    const releaseStartMs = await startOf("release");
+    const buildStartMs = await medianOfRuns([capstanBin, "build", "-h"]);
+    const releaseStartMs = await medianOfRuns([capstanBin, "release", "-h"]);
     const nodeStartMs = percentile(nodeStarts, 50);
     const warmFloorMs = percentile(warmFloors, 50);
     const [h, c, w] = [percentile(hand, 50), percentile(cold, 50), percentile(warm, 50)];

@@ -60,16 +60,6 @@ export class ConsoleClient {
     return (await this.http.request("POST", "/api/v1/apps", { appname, maintainers })) as AppRecord;
   }
 
-  /** One app; ApiError 404 when it is not registered. */
-  async getApp(appname: string): Promise<AppRecord> {
-    return (await this.http.request("GET", `/api/v1/apps/${encodeURIComponent(appname)}`)) as AppRecord;
-  }
-
-  /** Replace an app's maintainers (PUT: the whole list); ApiError 400 for an empty or bad list, 404 for no app. */
-  async setMaintainers(appname: string, maintainers: string[]): Promise<AppRecord> {
-    return (await this.http.request("PUT", `/api/v1/apps/${encodeURIComponent(appname)}/maintainers`, { maintainers })) as AppRecord;
-  }
-
   /**
    * Add and remove maintainers, worked out by the console from the list as stored (PATCH): the
    * app as it is now, and who was actually added and removed. ApiError 400 for a bad e-mail or an

@@ -1,11 +1,11 @@
 // The HTTP plumbing every client command shares (orchestrator, console, secrets service): JSON in
 // and out, an access token when there is one, a timeout on every request (AbortSignal.timeout) so a
 // hung server never hangs the command (a streamed answer, such as logs, is bounded until its
-// headers arrive; then its caller's signal ends it), and typed failures: ApiError is an answer of
-// the server (its status and the code, reason, message and details of its error body; the
-// console's and the secrets service's `error` field too), ServerUnreachableError is no answer at
-// all (refused, timed out, broken off), ServerCertificateError an HTTPS server whose certificate
-// does not verify.
+// headers arrive; then its caller's signal ends it), and typed failures (http-errors.ts): ApiError
+// from an answer of the server (its status and the code, reason, message and details of its error
+// body; the console's and the secrets service's `error` field too), ServerUnreachableError for no
+// answer at all (refused, timed out, broken off), ServerCertificateError for an HTTPS server whose
+// certificate does not verify.
 //
 // HTTPS: the server's certificate is verified with the system roots, or with the CA of `ca` instead
 // (-ca FILE, CAPSTAN_CA or `ca:` in ~/.capstan/config.yaml; client-config.ts). There is no way to

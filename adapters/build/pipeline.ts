@@ -223,8 +223,9 @@ export interface ReleaseResult {
  *
  * Steps that do not depend on each other overlap: the meta image is made while the release image
  * is (and tagged once the release's tag is known), the two containers of the copy are made at
- * once and removed while the images are pushed, and the build and meta images are pushed together. The release tag is pushed last, once the others are in: a release
- * the registry lists always has its build and meta images (docs/build.md).
+ * once and removed while the images are pushed, and the build and meta images are pushed
+ * together. The release tag is pushed last, once the others are in: a release the registry lists
+ * always has its build and meta images (docs/build.md).
  */
 export async function release(
   ctx: PipelineContext,
@@ -275,26 +276,22 @@ export async function release(
     const meta = metaTag(tag);
     await allOrFirstError([tagImage(ctx.docker, await metaImage, repository, meta), tagImage(ctx.docker, b.id, repository, b.tag)]);
     metaTagged = true;
-    if (o.auth) {
-      const auth = o.auth;
-      const push = (tags: string[]) => {
-        checkInterrupt(ctx);
-        for (const t of tags) ctx.out(`capstan: push ${repository}:${t}\n`, "stderr");
-        // One push failing stops the others of its group: the command fails with the first.
-        const stop = new AbortController();
-        const signal = ctx.signal ? AbortSignal.any([ctx.signal, stop.signal]) : stop.signal;
-        return allOrFirstError(
-          tags.map((t) => pushImage(ctx.docker, repository, t, auth, o.pushTimeoutMs, signal)),
-          () => stop.abort(new BuildError("stopped: another push of this release failed")),
-        );
-      };
-      await push([b.tag, meta]);
-      // Before the release is pushed (it was not on the way: the pushes above took longer), so
-      // that a release in the registry is one that succeeded.
-      await allOrFirstError(removals);
-      await push([tag]);
-    }
+    const push = (auth: PushAuth, tags: string[]) => {
+      checkInterrupt(ctx);
+      for (const t of tags) ctx.out(`capstan: push ${repository}:${t}\n`, "stderr");
+      // One push failing stops the others of its group: the command fails with the first.
+      const stop = new AbortController();
+      const signal = ctx.signal ? AbortSignal.any([ctx.signal, stop.signal]) : stop.signal;
+      return allOrFirstError(
+        tags.map((t) => pushImage(ctx.docker, repository, t, auth, o.pushTimeoutMs, signal)),
+        () => stop.abort(new BuildError("stopped: another push of this release failed")),
+      );
+    };
+    if (o.auth) await push(o.auth, [b.tag, meta]);
+    // Before the release is pushed (not on the way: the pushes above take longer), so that a
+    // release in the registry is one that succeeded.
     await allOrFirstError(removals);
+    if (o.auth) await push(o.auth, [tag]);
     return { repository, release: tag, meta, build: b.tag, pushed: o.auth !== undefined };
   } finally {
     // On a failure: the containers still go, so does a meta image that never got its tag, and the

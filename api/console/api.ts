@@ -145,15 +145,15 @@ export function createConsoleApi(opts: ConsoleApiOptions): Hono {
    * when there is nothing to write. The record as it is after, written or not; 503 when the
    * writes keep losing.
    */
-  const changeApp = async (name: string, change: (record: AppRecord) => AppRecord | undefined): Promise<{ before: AppRecord; after: AppRecord }> => {
+  const changeApp = async (name: string, change: (record: AppRecord) => AppRecord | undefined): Promise<AppRecord> => {
     for (let attempt = 0; attempt < casAttempts; attempt++) {
       const { kv, record } = await readApp(name);
       const next = change(record);
-      if (next === undefined) return { before: record, after: record };
+      if (next === undefined) return record;
       const result = await store.put(kv.key, JSON.stringify(next), { expect: [{ key: kv.key, target: "modRevision", equals: kv.modRevision }] });
       if (result.succeeded) {
         changed();
-        return { before: record, after: next };
+        return next;
       }
       await casBackoff(attempt);
     }
@@ -200,7 +200,7 @@ export function createConsoleApi(opts: ConsoleApiOptions): Hono {
     await admin(c);
     const name = appParam(c);
     const body = await readJsonBody(c, MaintainersBody, "maintainers");
-    const { after } = await changeApp(name, (record) => ({ ...record, maintainers: body.maintainers }));
+    const after = await changeApp(name, (record) => ({ ...record, maintainers: body.maintainers }));
     log.info({ app: name, maintainers: after.maintainers.length }, "maintainers changed");
     return c.json(after);
   });
@@ -212,7 +212,7 @@ export function createConsoleApi(opts: ConsoleApiOptions): Hono {
     const name = appParam(c);
     const body = await readJsonBody(c, MaintainersEditBody, "maintainers edit");
     let done: MaintainersEdited = { maintainers: [], added: [], removed: [] };
-    const { after } = await changeApp(name, (record) => {
+    const after = await changeApp(name, (record) => {
       const edited = editMaintainers(record.maintainers, { add: body.add ?? [], remove: body.remove ?? [] });
       if ("error" in edited) throw badRequest(`invalid maintainers edit: ${edited.field}: app ${name} ${edited.error}`, [{ path: edited.field, message: `app ${name} ${edited.error}` }]);
       done = edited;

@@ -130,7 +130,6 @@ function freshBundle(command) {
   if (typeof current?.dir !== "string" || !Array.isArray(current.inputs) || current.esbuild !== esbuildVersion()) return undefined;
   // A record made by an older load-main.mjs may lack one of them (then this file changed since).
   if (!alwaysInputs.every((path) => current.inputs.some((input) => input?.[0] === path))) return undefined;
-  if (!existsSync(join(cacheDir, current.dir, bundleFile))) return undefined;
   for (const input of current.inputs) {
     try {
       const [path, size, mtimeMs] = input;
